@@ -1,0 +1,103 @@
+"""The one small interface both backends implement.
+
+A backend moves ORS messages; it knows nothing about Gym spaces. ``OrsEnv``
+talks only to this protocol, so the HTTP and in-process backends are
+interchangeable and one test suite runs against both.
+
+Session methods take the environment name and the session id; a backend may
+keep per-session state (the keepalive set, an in-process instance) keyed by id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from ors_gym.protocol import Block, CallResult, ListToolsOutput, Message, Split
+
+__all__ = ["Backend"]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Discovery, session lifecycle and tool calls against ORS environments."""
+
+    #: Where the environments live, for messages: a URL, or ``"in-process"``.
+    location: str
+
+    # -- discovery (no session) ------------------------------------------------
+    def list_environments(self) -> list[str]:
+        """Environment names, lower-cased; the first is the default."""
+        ...
+
+    def tools(self, env_name: str) -> ListToolsOutput:
+        """The environment's shared tools and its terminal tool."""
+        ...
+
+    def splits(self, env_name: str) -> list[Split]:
+        """The task splits, in the server's order."""
+        ...
+
+    def tasks(self, env_name: str, split: str) -> list[dict[str, Any]]:
+        """Every task of ``split``; raises OrsRequestError for index-only environments."""
+        ...
+
+    def num_tasks(self, env_name: str, split: str) -> int:
+        """How many tasks ``split`` has."""
+        ...
+
+    def task(self, env_name: str, split: str, index: int) -> dict[str, Any]:
+        """Task ``index`` of ``split`` (negative counts from the end)."""
+        ...
+
+    def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
+        ...
+
+    # -- sessions ---------------------------------------------------------------
+    def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> str:
+        """Open a session (one episode) for a task; returns its id.
+
+        Give either ``task_spec`` or ``split`` and ``index``.
+        """
+        ...
+
+    def prompt(self, env_name: str, session_id: str) -> list[Block]:
+        """The first observation, as blocks. Ask once per episode."""
+        ...
+
+    def messages(self, env_name: str, session_id: str) -> list[Message]:
+        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
+        ...
+
+    def task_tools(self, env_name: str, session_id: str) -> ListToolsOutput:
+        """Shared tools plus this task's own tools."""
+        ...
+
+    def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallResult:
+        """Run one tool call; agent mistakes come back as ``RunToolError``."""
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        """End the session; idempotent, never raises for an already-gone session."""
+        ...
+
+    def ping(self, session_id: str) -> None:
+        """Keep the session alive; raises OrsSessionExpired once it is gone."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and background threads; deletes open sessions."""
+        ...
