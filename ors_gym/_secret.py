@@ -1,0 +1,52 @@
+"""A wrapper that keeps a secret out of reprs, logs and Gymnasium specs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Secret", "reveal"]
+
+
+class Secret:
+    """Holds a secret string; ``repr`` and ``str`` show ``***``, ``reveal()`` the value."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(("Secret", self._value))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Secret, (self._value,))
+
+
+def reveal(value: str | Secret | None) -> str | None:
+    """The plain value of a ``Secret`` (or of a plain string)."""
+    return value.reveal() if isinstance(value, Secret) else value
+
+
+def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``kwargs`` with ``api_key`` and ``secrets`` values wrapped in ``Secret``."""
+    out = dict(kwargs)
+    key = out.get("api_key")
+    if key is not None and not isinstance(key, Secret):
+        out["api_key"] = Secret(str(key))
+    secrets = out.get("secrets")
+    if secrets:
+        out["secrets"] = {
+            k: v if isinstance(v, Secret) else Secret(str(v)) for k, v in dict(secrets).items()
+        }
+    return out

@@ -1,0 +1,586 @@
+"""``OrsEnv``: one ORS environment as a ``gymnasium.Env``.
+
+The data flow of a step::
+
+    action (str | dict) -> actions.parse_action -> ToolCall list, or a plain message
+      -> tool calls in order | the terminal tool | the no-tool-call policy
+      -> backend.call -> RunToolSuccess | RunToolError (protocol models)
+      -> observations.decode_blocks -> (obs, reward, terminated, truncated, info)
+
+The adapter never builds a URL; the backend never sees a space.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from ors_gym import _cleanup
+from ors_gym._secret import Secret, redact_kwargs, reveal
+from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym.backends.base import Backend
+from ors_gym.errors import (
+    OrsConnectionError,
+    OrsError,
+    OrsProtocolError,
+    OrsRequestError,
+    OrsServerError,
+    OrsSessionExpired,
+    OrsToolError,
+)
+from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks, observation_space
+from ors_gym.protocol import (
+    Block,
+    ListToolsOutput,
+    RunToolError,
+    TerminalToolSpec,
+    TextBlock,
+    ToolOutput,
+)
+from ors_gym.spaces import ToolCallSpace
+
+__all__ = ["Elapsed", "OrsEnv"]
+
+logger = logging.getLogger("ors_gym")
+
+NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
+OnErrorPolicy = Literal["raise", "truncate"]
+
+NUDGE_TEXT = (
+    "No tool was called. Act by calling one of the available tools: {tools}. "
+    'Write a call as {{"name": "<tool>", "arguments": {{...}}}}.'
+)
+
+
+class Elapsed(float):
+    """A duration in seconds that compares equal to any other ``Elapsed``.
+
+    Timings are measurements, not part of an episode's content: two identical
+    steps must have equal infos (Gymnasium's ``check_env`` compares them).
+    """
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Elapsed)
+
+    def __ne__(self, other: object) -> bool:
+        return not isinstance(other, Elapsed)
+
+    __hash__ = float.__hash__
+
+
+class _Session:
+    """The live session of an env, shared with its finaliser (which must not hold the env)."""
+
+    def __init__(self, backend: Backend, owns_backend: bool) -> None:
+        self.backend = backend
+        self.owns_backend = owns_backend
+        self.session_id: str | None = None
+
+    def end(self) -> None:
+        sid, self.session_id = self.session_id, None
+        if sid is not None:
+            try:
+                self.backend.delete_session(sid)
+            except OrsError as exc:  # the session may already be gone with its server
+                logger.debug("could not delete session %s: %s", sid, exc)
+
+    def release(self) -> None:
+        self.end()
+        if self.owns_backend:
+            self.backend.close()
+
+
+def make_backend(
+    *,
+    base_url: str | Sequence[str] | None = None,
+    env_class: Any = None,
+    api_key: str | Secret | None = None,
+    timeout: float | None = None,
+    **backend_kwargs: Any,
+) -> Backend:
+    """Build the backend for ``base_url`` (HTTP) or ``env_class`` (in-process)."""
+    if base_url is not None and env_class is not None:
+        raise ValueError(
+            "give either base_url (an ORS server over HTTP) or env_class (an SDK environment "
+            "hosted in this process), not both"
+        )
+    if base_url is not None:
+        from ors_gym.backends.http import HttpBackend
+
+        if not isinstance(base_url, str):
+            raise TypeError(f"base_url must be a str, got {type(base_url).__name__}")
+        kwargs = dict(backend_kwargs)
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        return HttpBackend(base_url, api_key=reveal(api_key), **kwargs)
+    if env_class is not None:
+        from ors_gym.backends.local import LocalBackend
+
+        return LocalBackend(env_class)
+    raise ValueError(
+        "OrsEnv needs an environment: pass base_url='http://host:port' for an ORS server, "
+        "env_class=MyEnv (or 'module:Class') to host an SDK environment in this process, "
+        "or use gym.make('ors/GridWorld-v0') for a bundled one"
+    )
+
+
+class OrsEnv(gym.Env[dict[str, Any], Any]):
+    """An ORS environment as a Gymnasium environment.
+
+    Observations are ``{"text": str, "images": tuple[np.ndarray, ...]}``; actions
+    are text (a message, or tool calls written in common LLM formats) or a dict
+    ``{"tool_calls": [{"name": ..., "arguments": {...}}], "message": ...}``. A
+    session (one episode) opens at ``reset`` and is deleted at the next ``reset``
+    or ``close``. Construction only discovers the environment's tools.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    _spec: Any = None
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        env_name: str | None = None,
+        *,
+        env_class: Any = None,
+        backend: Backend | None = None,
+        split: str | None = None,
+        max_steps: int | None = None,
+        max_episode_steps: int | None = None,
+        api_key: str | Secret | None = None,
+        secrets: Mapping[str, str | Secret] | None = None,
+        no_tool_call: NoToolCallPolicy = "nudge",
+        on_error: OnErrorPolicy = "raise",
+        error_reward: float = 0.0,
+        image_size: tuple[int, int] | None = None,
+        max_image_pixels: int = DEFAULT_MAX_PIXELS,
+        max_calls_per_step: int = 16,
+        render_mode: str | None = None,
+        timeout: float | None = None,
+        backend_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if no_tool_call not in ("nudge", "terminate", "truncate", "error"):
+            raise ValueError(
+                f"no_tool_call={no_tool_call!r}; choose 'nudge', 'terminate', 'truncate' or 'error'"
+            )
+        if on_error not in ("raise", "truncate"):
+            raise ValueError(f"on_error={on_error!r}; choose 'raise' or 'truncate'")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}"
+            )
+        if backend is None:
+            backend = make_backend(
+                base_url=base_url,
+                env_class=env_class,
+                api_key=api_key,
+                timeout=timeout,
+                **dict(backend_options or {}),
+            )
+            owns_backend = True
+        else:
+            owns_backend = False
+        self.backend = backend
+        self._session = _Session(backend, owns_backend)
+        # Runs when the env is garbage-collected without close(): deferred to a worker
+        # thread, since the collector may run it anywhere (see ors_gym._cleanup).
+        self._finalizer = weakref.finalize(self, _cleanup.schedule, self._session.release)
+        self._env_name = env_name.lower() if env_name else None
+        self.split = split
+        self.max_steps = max_steps if max_steps is not None else max_episode_steps
+        self._secrets = {k: str(reveal(v)) for k, v in secrets.items()} if secrets else None
+        self.no_tool_call = no_tool_call
+        self.on_error = on_error
+        self.error_reward = float(error_reward)
+        self.image_size = image_size
+        self.max_image_pixels = max_image_pixels
+        self.max_calls_per_step = max_calls_per_step
+        self.render_mode = render_mode
+
+        self.observation_space = observation_space(image_size)
+        self._action_space: ToolCallSpace | None = None
+        self._class_tools: ListToolsOutput | None = None
+        self._num_tasks: dict[str, int] = {}
+        self._task_cache: dict[str, list[dict[str, Any]] | None] = {}
+
+        self._tools: ListToolsOutput | None = None
+        self._steps = 0
+        self._transcript: list[str] = []
+        self._last_image: np.ndarray | None = None
+
+    # -- discovery -----------------------------------------------------------------
+    @property
+    def env_name(self) -> str:
+        """The environment's name on its server (the server's default if not given)."""
+        if self._env_name is None:
+            names = self.backend.list_environments()
+            if not names:
+                raise OrsProtocolError("the server lists no environments", server=self.location)
+            self._env_name = names[0]
+        return self._env_name
+
+    @property
+    def location(self) -> str:
+        return self.backend.location
+
+    @property
+    def action_space(self) -> ToolCallSpace:  # type: ignore[override]
+        """Tool calls over the environment's tools (the current session's, after reset)."""
+        if self._action_space is None:
+            listed = self.class_tools
+            self._action_space = ToolCallSpace(listed.tools, listed.terminal_tool)
+        return self._action_space
+
+    @action_space.setter
+    def action_space(self, space: ToolCallSpace) -> None:
+        self._action_space = space
+
+    @property
+    def class_tools(self) -> ListToolsOutput:
+        """The environment's shared tools and terminal tool (no session needed)."""
+        if self._class_tools is None:
+            self._class_tools = self.backend.tools(self.env_name)
+        return self._class_tools
+
+    @property
+    def tools(self) -> ListToolsOutput:
+        """The current session's tools (task tools included), or the shared ones before reset."""
+        return self._tools if self._tools is not None else self.class_tools
+
+    @property
+    def terminal_tool(self) -> TerminalToolSpec | None:
+        return self.tools.terminal_tool
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session.session_id
+
+    def default_split(self) -> str:
+        """``train`` where the environment lists it, else its first split."""
+        if self.split is not None:
+            return self.split
+        splits = self.backend.splits(self.env_name)
+        if not splits:
+            raise OrsProtocolError(
+                "the environment lists no task splits", server=self.location, env_name=self.env_name
+            )
+        names = [s.name for s in splits]
+        self.split = "train" if "train" in names else names[0]
+        return self.split
+
+    def num_tasks(self, split: str | None = None) -> int:
+        split = split or self.default_split()
+        if split not in self._num_tasks:
+            self._num_tasks[split] = self.backend.num_tasks(self.env_name, split)
+        return self._num_tasks[split]
+
+    def task(self, index: int, split: str | None = None) -> dict[str, Any]:
+        """Task ``index`` of ``split``: from the listed tasks, or ``/task`` for index-only envs."""
+        split = split or self.default_split()
+        if split not in self._task_cache:
+            try:
+                self._task_cache[split] = self.backend.tasks(self.env_name, split)
+            except OrsRequestError:
+                self._task_cache[split] = None  # index-only environment: ask per task
+        tasks = self._task_cache[split]
+        if tasks is None:
+            return self.backend.task(self.env_name, split, index)
+        try:
+            return copy.deepcopy(tasks[index])
+        except IndexError:
+            raise OrsRequestError(
+                f"task index {index} is out of range: split {split!r} has {len(tasks)} tasks",
+                server=self.location,
+                env_name=self.env_name,
+            ) from None
+
+    # -- gymnasium API -------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Close the previous session and start one for a task.
+
+        ``options``: ``{"task_spec": {...}}`` for a given task, ``{"index": i}`` for
+        task ``i`` of the split, ``{"split": "test"}`` to draw from another split.
+        Otherwise a task is drawn from the split with the env's seeded RNG.
+        """
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = set(options) - {"task_spec", "index", "split"}
+        if unknown:
+            raise ValueError(
+                f"unknown reset option(s) {sorted(unknown)}; "
+                "valid ones are 'task_spec', 'index' and 'split'"
+            )
+        self._session.end()
+        self._tools = None
+        self._steps = 0
+        self._transcript = []
+        self._last_image = None
+
+        task_spec = options.get("task_spec")
+        split: str | None = None
+        index: int | None = None
+        try:
+            if task_spec is None:
+                split = options.get("split") or self.default_split()
+                if "index" in options:
+                    index = int(options["index"])
+                else:
+                    count = self.num_tasks(split)
+                    if count <= 0:
+                        raise OrsRequestError(
+                            f"split {split!r} has no tasks; choose another with "
+                            "reset(options={'split': ...})",
+                            server=self.location,
+                            env_name=self.env_name,
+                        )
+                    index = int(self.np_random.integers(count))
+                task_spec = self.task(index, split)
+            sid = self.backend.create_session(
+                self.env_name,
+                task_spec=task_spec if split is None else None,
+                split=split,
+                index=index,
+                secrets=self._secrets,
+            )
+            self._session.session_id = sid
+            prompt = self.backend.prompt(self.env_name, sid)
+            self._tools = self.backend.task_tools(self.env_name, sid)
+        except OrsError as exc:
+            raise exc.with_context(
+                server=self.location, env_name=self.env_name, session_id=self.session_id
+            ) from None
+        self.action_space.set_tools(self._tools.tools, self._tools.terminal_tool)
+
+        decoded = decode_blocks(
+            prompt, image_size=self.image_size, max_pixels=self.max_image_pixels
+        )
+        self._remember(decoded.observation, "prompt")
+        info: dict[str, Any] = {
+            "env_name": self.env_name,
+            "task_spec": copy.deepcopy(task_spec),
+            "split": split,
+            "index": index,
+            "session_id": sid,
+            "tools": [t.model_dump() for t in self._tools.tools],
+            "terminal_tool": (
+                self._tools.terminal_tool.model_dump() if self._tools.terminal_tool else None
+            ),
+            "blocks": list(prompt),
+        }
+        if decoded.notes:
+            info["observation_notes"] = list(decoded.notes)
+        return decoded.observation, info
+
+    def step(
+        self, action: Any
+    ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Run the action's tool calls in order, stopping at the first that finishes."""
+        sid = self.session_id
+        if sid is None:
+            raise OrsError(
+                "step() called without an open session; call reset() first "
+                "(after close() or a lost session, reset() starts a new episode)",
+                server=self.location,
+                env_name=self._env_name,
+            )
+        parsed = parse_action(action)
+        self._steps += 1
+        if self.render_mode is not None:
+            self._transcript.append(f"[agent] {_describe_action(parsed)}")
+
+        blocks: list[Block] = []
+        calls: list[dict[str, Any]] = []
+        reward = 0.0
+        terminated = False
+        truncated = False
+        info: dict[str, Any] = {"calls": calls}
+        notes = list(parsed.errors)
+
+        tool_calls = list(parsed.tool_calls)
+        if len(tool_calls) > self.max_calls_per_step:
+            notes.append(
+                f"only the first {self.max_calls_per_step} of {len(tool_calls)} tool calls ran; "
+                "make fewer calls per turn"
+            )
+            tool_calls = tool_calls[: self.max_calls_per_step]
+        if not tool_calls and not parsed.errors:
+            tool_calls, outcome = self._no_tool_calls(parsed)
+            if outcome is not None:
+                obs_text, reward, terminated, truncated, reason = outcome
+                if reason:
+                    info["truncation_reason" if truncated else "termination_reason"] = reason
+                blocks.append(TextBlock(text=obs_text))
+                info["error_reason"] = "no_tool_call"
+
+        try:
+            for call in tool_calls:
+                record, output = self._run_call(sid, call)
+                calls.append(record)
+                reward += record["reward"]
+                if len(tool_calls) > 1:
+                    blocks.append(TextBlock(text=f"[{call.name}]"))
+                if output is not None:
+                    blocks.extend(output.blocks)
+                else:
+                    blocks.append(TextBlock(text=f"Error: {record['error']}"))
+                if record["finished"]:
+                    terminated = True
+                    break
+        except (OrsConnectionError, OrsSessionExpired, OrsServerError, OrsToolError,
+                OrsProtocolError) as exc:
+            exc.with_context(server=self.location, env_name=self.env_name, session_id=sid)
+            if self.on_error == "raise":
+                raise
+            truncated = True
+            lost = isinstance(exc, (OrsConnectionError, OrsSessionExpired))
+            info["truncation_reason"] = "session_lost" if lost else "server_error"
+            info["error"] = str(exc)
+            blocks.append(TextBlock(text=f"The episode ended: {exc}"))
+            if lost:  # nothing left to delete, and trying would wait on a dead server
+                self._session.session_id = None
+
+        if parsed.errors and not calls:
+            info.setdefault("error_reason", "parse_error")
+            reward += self.error_reward * len(parsed.errors)
+        for note in notes:
+            blocks.append(TextBlock(text=note))
+        first_error = next((c["error_reason"] for c in calls if not c["ok"]), None)
+        if first_error is not None:
+            info["error_reason"] = first_error
+        elif calls and any(not c["ok"] for c in calls):
+            info["error_reason"] = "error"
+
+        if (
+            not terminated
+            and not truncated
+            and self.max_steps is not None
+            and self._steps >= self.max_steps
+        ):
+            truncated = True
+            info["truncation_reason"] = "max_steps"
+
+        decoded = decode_blocks(blocks, image_size=self.image_size, max_pixels=self.max_image_pixels)
+        if decoded.notes:
+            info["observation_notes"] = list(decoded.notes)
+        info["blocks"] = blocks
+        self._remember(decoded.observation, "env")
+        return decoded.observation, reward, terminated, truncated, info
+
+    def render(self) -> Any:
+        """``ansi``: the episode transcript; ``rgb_array``: the last image seen."""
+        if self.render_mode == "ansi":
+            return "\n".join(self._transcript)
+        if self.render_mode == "rgb_array":
+            if self._last_image is None:
+                return np.zeros((1, 1, 3), dtype=np.uint8)
+            return self._last_image
+        return None
+
+    def close(self) -> None:
+        """Delete the open session and release the backend this env created; safe twice."""
+        if self._finalizer.detach() is not None:
+            self._session.release()
+
+    @property  # type: ignore[override]
+    def spec(self) -> Any:
+        """The env's spec; ``api_key`` and ``secrets`` kwargs are kept as ``Secret``."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: Any) -> None:
+        if value is not None and getattr(value, "kwargs", None):
+            from dataclasses import replace
+
+            value = replace(value, kwargs=redact_kwargs(value.kwargs))
+        self._spec = value
+
+    def __repr__(self) -> str:
+        return f"<OrsEnv {self._env_name or '?'} at {self.location}>"
+
+    def __str__(self) -> str:
+        return self.__repr__()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _run_call(self, sid: str, call: ToolCall) -> tuple[dict[str, Any], ToolOutput | None]:
+        start = time.perf_counter()
+        try:
+            result = self.backend.call(self.env_name, sid, call.name, call.arguments)
+        except OrsError as exc:
+            raise exc.with_context(tool=call.name)
+        seconds = Elapsed(time.perf_counter() - start)
+        if isinstance(result, RunToolError):
+            return (
+                {
+                    "name": call.name,
+                    "input": call.arguments,
+                    "ok": False,
+                    "reward": self.error_reward,
+                    "finished": False,
+                    "metadata": None,
+                    "error": result.error,
+                    "error_reason": result.reason or "error",
+                    "seconds": seconds,
+                },
+                None,
+            )
+        out = result.output
+        return (
+            {
+                "name": call.name,
+                "input": call.arguments,
+                "ok": True,
+                "reward": float(out.reward) if out.reward is not None else 0.0,
+                "finished": bool(out.finished),
+                "metadata": out.metadata,
+                "error": None,
+                "error_reason": None,
+                "seconds": seconds,
+            },
+            out,
+        )
+
+    def _no_tool_calls(
+        self, parsed: ParsedAction
+    ) -> tuple[list[ToolCall], tuple[str, float, bool, bool, str | None] | None]:
+        """The terminal-tool rule: route a plain message to the terminal tool, or apply the policy."""
+        terminal = self.terminal_tool
+        if terminal is not None:
+            arguments = {} if terminal.arg is None else {terminal.arg: parsed.message}
+            return [ToolCall(terminal.name, arguments)], None
+        if self.no_tool_call == "error":
+            from ors_gym.errors import OrsActionError
+
+            raise OrsActionError(
+                "the action has no tool calls and this environment has no terminal tool; "
+                "call one of its tools, or construct the env with no_tool_call='nudge'",
+                env_name=self._env_name,
+            )
+        tool_names = ", ".join(t.name for t in self.tools.tools) or "(none)"
+        if self.no_tool_call == "nudge":
+            return [], (NUDGE_TEXT.format(tools=tool_names), self.error_reward, False, False, None)
+        if self.no_tool_call == "terminate":
+            return [], ("The episode ended: no tool was called.", 0.0, True, False, "no_tool_call")
+        return [], ("The episode ended: no tool was called.", 0.0, False, True, "no_tool_call")
+
+    def _remember(self, observation: dict[str, Any], who: str) -> None:
+        if self.render_mode is None:
+            return
+        self._transcript.append(f"[{who}] {observation['text']}")
+        if observation["images"]:
+            self._last_image = observation["images"][-1]
+
+
+def _describe_action(parsed: ParsedAction) -> str:
+    parts = [f"{c.name}({c.arguments})" for c in parsed.tool_calls]
+    if parsed.message:
+        parts.insert(0, repr(parsed.message))
+    return " ".join(parts) or "(empty)"

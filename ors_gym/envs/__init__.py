@@ -1,0 +1,78 @@
+"""ORS environments bundled with ors_gym, written with the openreward SDK.
+
+Each class lives in its own module and imports the SDK; this package module
+does not, so ``import ors_gym`` works without the ``local`` extra. Classes are
+imported on first attribute access (``ors_gym.envs.GridWorld``), and
+``BUNDLED`` maps each class name to its ``module:Class`` spec for
+``ors_gym.serving.load_environment_classes`` and the gym registry
+(ids ``ors/<Name>-v0``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ors_gym.serving import quiet_sdk_logging
+
+# Runs before any submodule body: the SDK reads these variables when it is imported.
+quiet_sdk_logging()
+
+if TYPE_CHECKING:
+    from ors_gym.envs.counter import Counter
+    from ors_gym.envs.echo import Echo
+    from ors_gym.envs.gridworld import GridWorld
+    from ors_gym.envs.latency import Latency
+    from ors_gym.envs.math import Math
+    from ors_gym.envs.qa import QA
+    from ors_gym.envs.toolbox import Toolbox
+
+__all__ = [
+    "BUNDLED",
+    "DEFAULT_ENV",
+    "QA",
+    "Counter",
+    "Echo",
+    "GridWorld",
+    "Latency",
+    "Math",
+    "Toolbox",
+    "resolve_bundled",
+]
+
+#: Class name -> ``module:Class``; the first entry is the default environment.
+BUNDLED: dict[str, str] = {
+    "GridWorld": "ors_gym.envs.gridworld:GridWorld",
+    "Math": "ors_gym.envs.math:Math",
+    "QA": "ors_gym.envs.qa:QA",
+    "Counter": "ors_gym.envs.counter:Counter",
+    "Toolbox": "ors_gym.envs.toolbox:Toolbox",
+    "Echo": "ors_gym.envs.echo:Echo",
+    "Latency": "ors_gym.envs.latency:Latency",
+}
+
+#: The environment a server of all bundled environments serves at ``/``.
+DEFAULT_ENV = "GridWorld"
+
+
+def resolve_bundled(name: str) -> str | None:
+    """The ``module:Class`` spec of bundled env ``name`` (case-insensitive), or None."""
+    for cls_name, spec in BUNDLED.items():
+        if cls_name.lower() == name.lower():
+            return spec
+    return None
+
+
+def __getattr__(name: str) -> Any:
+    """Import a bundled environment class on first access (PEP 562)."""
+    spec = BUNDLED.get(name)
+    if spec is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module_name, _, attr = spec.partition(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = cls
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(BUNDLED))

@@ -1,0 +1,71 @@
+"""Latency: one tool that only waits, for throughput benchmarks.
+
+``wait()`` sleeps ``task_spec["delay_ms"]`` milliseconds (default 20) without
+blocking the server's event loop and returns reward 0; the call numbered
+``task_spec["length"]`` (default 1,000,000) ends the episode. The time per step
+is therefore known, so a benchmark measures client overhead and concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+from openreward.environments import (
+    Environment,
+    JSONObject,
+    Split,
+    TextBlock,
+    ToolOutput,
+    tool,
+)
+
+from ors_gym.envs._common import check_split, text_output
+
+__all__ = ["Latency"]
+
+_DEFAULT_DELAY_MS = 20
+_DEFAULT_LENGTH = 1_000_000
+
+
+class Latency(Environment):
+    """Each ``wait`` call takes ``delay_ms``; the episode ends after ``length`` calls."""
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        task_spec = task_spec or {}
+        super().__init__(task_spec, secrets or {})
+        delay_ms = task_spec.get("delay_ms", _DEFAULT_DELAY_MS)
+        length = task_spec.get("length", _DEFAULT_LENGTH)
+        if not isinstance(delay_ms, int | float) or not 0 <= delay_ms <= 60_000:
+            raise ValueError(
+                f"Latency 'delay_ms' must be a number from 0 to 60000, got {delay_ms!r}"
+            )
+        if not isinstance(length, int) or length < 1:
+            raise ValueError(f"Latency 'length' must be a positive integer, got {length!r}")
+        self.delay_s = float(delay_ms) / 1000
+        self.length = length
+        self.steps = 0
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return [Split(name="train", type="train")]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        check_split("Latency", split, list(cls.list_splits()))
+        return [{"id": f"train-{i}", "delay_ms": _DEFAULT_DELAY_MS} for i in range(4)]
+
+    async def get_prompt(self) -> list[TextBlock]:
+        return [
+            TextBlock(text=f"Call wait repeatedly; each call takes {self.delay_s * 1000:g} ms.")
+        ]
+
+    @tool
+    async def wait(self) -> ToolOutput:
+        """Sleep for the task's delay_ms, then return (reward 0; ends after `length` calls)."""
+        await asyncio.sleep(self.delay_s)
+        self.steps += 1
+        done = self.steps >= self.length
+        return text_output(f"waited {self.steps}", finished=done, metadata={"steps": self.steps})

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), then lint, type-check and run the whole test suite, slow tests included.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. "${ORS_GYM_VENV:-.venv}/bin/activate"
+export OPENREWARD_DISABLE_UPDATE_CHECK=1 OPENREWARD_LOG_LEVEL=WARNING
+ruff check ors_gym tests benchmarks
+mypy
+python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), then run the main job: train PPO on the bundled GridWorld, in-process.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+. "${ORS_GYM_VENV:-.venv}/bin/activate"
+export OPENREWARD_DISABLE_UPDATE_CHECK=1 OPENREWARD_LOG_LEVEL=WARNING
+ors-gym train "$@"

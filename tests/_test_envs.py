@@ -1,0 +1,82 @@
+"""Small SDK environments for HTTP-backend tests, covering what the bundled ones do not.
+
+``Probe`` reports a digest of a secret it received (never the secret itself,
+since server-side logs would show it), blocks a tool on a gate the test
+releases (call timeouts), and implements ``score_group``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import Sequence
+
+from ors_gym.serving import quiet_sdk_logging
+
+quiet_sdk_logging()
+
+from openreward.environments import (  # noqa: E402 - after the SDK's environment is set
+    Environment,
+    GroupCandidate,
+    GroupScore,
+    JSONObject,
+    Split,
+    TextBlock,
+    ToolOutput,
+    tool,
+)
+from pydantic import BaseModel  # noqa: E402
+
+__all__ = ["GATE", "Probe", "digest"]
+
+#: Held closed by tests; ``Probe.wait_gate`` returns once it is set (or after 10 s).
+GATE = threading.Event()
+
+
+def digest(value: str) -> str:
+    """What ``Probe.secret_digest`` reports for a secret value."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+class SecretName(BaseModel):
+    name: str
+
+
+class Probe(Environment):
+    """Secrets, a gated slow tool and group scoring, for transport tests."""
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(task_spec or {}, secrets or {})
+        self.secrets = dict(secrets or {})
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        return [{"id": i} for i in range(3)]
+
+    async def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text=f"probe task {self.task_spec.get('id')}")]
+
+    @tool
+    async def secret_digest(self, params: SecretName) -> ToolOutput:
+        """SHA-256 of the named secret, or 'missing'."""
+        value = self.secrets.get(params.name)
+        return ToolOutput(blocks=[TextBlock(text=digest(value) if value else "missing")])
+
+    @tool
+    async def wait_gate(self) -> ToolOutput:
+        """Return once the test opens GATE."""
+        await asyncio.to_thread(GATE.wait, 10.0)
+        return ToolOutput(blocks=[TextBlock(text="released")], reward=0.0)
+
+    async def score_group(self, candidates: Sequence[GroupCandidate]) -> Sequence[GroupScore]:
+        return [
+            GroupScore(reward=float(i), metadata={"turns": len(c.messages)})
+            for i, c in enumerate(candidates)
+        ]

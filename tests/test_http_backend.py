@@ -1,0 +1,603 @@
+"""HttpBackend against the real SDK server (and real misbehaving servers for faults).
+
+conftest.py quiets the SDK (no update check, WARNING logs) before it is imported.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import pickle
+import socket
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from openreward.environments import RunToolOutput as SdkRunToolOutput
+from openreward.environments import RunToolSuccess as SdkRunToolSuccess
+from openreward.environments import Server
+from PIL import Image
+
+from ors_gym.backends import Backend
+from ors_gym.backends import _http_core as core
+from ors_gym.backends.http import HttpBackend
+from ors_gym.envs._common import text_output
+from ors_gym.envs.counter import Counter
+from ors_gym.envs.echo import Echo
+from ors_gym.envs.qa import QA
+from ors_gym.envs.toolbox import Toolbox
+from ors_gym.errors import (
+    OrsConnectionError,
+    OrsError,
+    OrsProtocolError,
+    OrsRequestError,
+    OrsServerError,
+    OrsSessionExpired,
+    OrsTimeoutError,
+    OrsToolError,
+)
+from ors_gym.protocol import (
+    ImageBlock,
+    Message,
+    RunToolError,
+    RunToolSuccess,
+    Split,
+    TextBlock,
+)
+from ors_gym.serving import ServerThread, load_environment_classes
+from tests._fault_servers import (
+    CuttingProxy,
+    FastReaper,
+    Fault,
+    FaultyApp,
+    UvicornThread,
+    json_body,
+    wait_for,
+)
+from tests._test_envs import GATE, Probe, digest
+
+pytestmark = pytest.mark.timeout(60)
+
+ENVS: list[type] = [Echo, QA, Counter, Toolbox, Probe]
+STARTING = {"X-Backend-State": "starting", "Retry-After": "0"}
+
+
+@pytest.fixture(scope="module")
+def srv() -> Iterator[ServerThread]:
+    with ServerThread(ENVS) as server:
+        yield server
+
+
+@pytest.fixture
+def backend(srv: ServerThread) -> Iterator[HttpBackend]:
+    b = HttpBackend(srv.url, max_retries=2, backoff=0.01)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def faulty_server() -> Iterator[tuple[FaultyApp, str]]:
+    app = FaultyApp(Server(load_environment_classes([Echo, Probe])).app)
+    with UvicornThread(app) as thread:
+        yield app, thread.url
+
+
+@pytest.fixture
+def faulty(faulty_server: tuple[FaultyApp, str]) -> Iterator[tuple[FaultyApp, str]]:
+    app, url = faulty_server
+    app.reset()
+    yield app, url
+    app.release()  # free any stalled request before the next test
+
+
+def _text(result: Any) -> str:
+    assert isinstance(result, RunToolSuccess), result
+    block = result.output.blocks[0]
+    assert isinstance(block, TextBlock)
+    return block.text
+
+
+def _echo_session(b: HttpBackend) -> str:
+    return b.create_session("echo", split="train", index=0)
+
+
+# -- discovery ----------------------------------------------------------------------------
+
+
+def test_is_a_backend(backend: HttpBackend) -> None:
+    assert isinstance(backend, Backend)
+
+
+def test_discovery_endpoints(backend: HttpBackend) -> None:
+    assert backend.health() == {"status": "ok"}
+    assert "version" in backend.version()
+    assert backend.list_environments() == [cls.__name__.lower() for cls in ENVS]
+
+    qa = backend.tools("QA")  # names are case-insensitive
+    assert qa.terminal_tool is not None and qa.terminal_tool.arg == "answer"
+    assert [t.name for t in qa.tools] == ["hint"]
+    counter = backend.tools("counter")
+    assert counter.terminal_tool is not None and counter.terminal_tool.arg is None
+    assert backend.tools("probe").supports_score_group is True
+    assert "add" not in {t.name for t in backend.tools("toolbox").tools}  # a task tool
+
+    assert backend.splits("qa") == [Split(name="train", type="train"),
+                                    Split(name="test", type="test")]
+    tasks = backend.tasks("qa", "test")
+    assert tasks == list(QA.list_tasks("test"))
+    assert backend.num_tasks("qa", "test") == len(tasks)
+    assert backend.task("qa", "test", 1) == tasks[1]
+    assert backend.task("qa", "test", -1) == tasks[-1]
+    assert backend.task_range("qa", "test", -3, None) == tasks[-3:]
+    assert backend.task_range("qa", "test", 2, 5) == tasks[2:5]
+    assert backend.task_range("qa", "test") == tasks
+
+
+def test_unknown_environment_split_index(backend: HttpBackend) -> None:
+    with pytest.raises(OrsRequestError, match=r"unknown environment 'nosuch'; this server has: "
+                       r"echo, qa, counter, toolbox, probe"):
+        backend.tools("nosuch")
+    with pytest.raises(OrsRequestError, match="unknown environment"):
+        backend.create_session("nosuch", task_spec={})
+    with pytest.raises(OrsRequestError, match="Invalid split") as split_err:
+        backend.tasks("qa", "nosuch")
+    assert split_err.value.status_code == 400
+    with pytest.raises(OrsRequestError, match="Invalid index"):
+        backend.task("qa", "test", 10_000)
+    with pytest.raises(OrsRequestError, match="Invalid index"):
+        backend.create_session("qa", split="test", index=10_000)
+    with pytest.raises(ValueError, match="either task_spec"):
+        backend.create_session("qa")
+    with pytest.raises(ValueError, match="either task_spec"):
+        backend.create_session("qa", task_spec={}, split="test", index=0)
+
+
+def test_failing_constructor_is_a_server_error(backend: HttpBackend) -> None:
+    with pytest.raises(OrsServerError, match="needs 'question'") as err:
+        backend.create_session("qa", task_spec={"no": "question"})
+    assert err.value.status_code == 500
+    assert err.value.env_name == "qa"
+
+
+# -- sessions -----------------------------------------------------------------------------
+
+
+def test_create_by_spec_and_by_negative_index(backend: HttpBackend) -> None:
+    spec = {"question": "What colour is the sky on a clear day?", "answer": "blue"}
+    sid = backend.create_session("qa", task_spec=spec)
+    prompt = backend.prompt("qa", sid)
+    assert isinstance(prompt[0], TextBlock) and spec["question"] in prompt[0].text
+
+    last = backend.tasks("qa", "test")[-1]
+    sid2 = backend.create_session("qa", split="test", index=-1)
+    prompt2 = backend.prompt("qa", sid2)
+    assert isinstance(prompt2[0], TextBlock) and last["question"] in prompt2[0].text
+    assert backend.messages("qa", sid2) == [Message(role="user", blocks=list(prompt2))]
+    assert {sid, sid2} <= backend.open_sessions
+
+    result = backend.call("qa", sid2, "answer", {"answer": last["answer"]})
+    assert isinstance(result, RunToolSuccess)
+    assert result.output.reward == 1.0 and result.output.finished
+
+
+def test_task_tools_include_the_tasks_own_tools(backend: HttpBackend) -> None:
+    task = backend.task("toolbox", "train", 2)  # an add + negate task
+    sid = backend.create_session("toolbox", task_spec=task)
+    names = {t.name for t in backend.task_tools("toolbox", sid).tools}
+    assert {"add", "negate", "submit"} <= names and "multiply" not in names
+    assert _text(backend.call("toolbox", sid, "add", {"a": 2, "b": 3})) == "5"
+
+
+def test_call_results_and_the_finished_latch(backend: HttpBackend) -> None:
+    sid = _echo_session(backend)
+    # numpy values (what Gym code hands around) are sent as plain JSON numbers
+    assert _text(backend.call("echo", sid, "echo", {"text": "ab ", "repeat": np.int64(2)})) \
+        == "ab ab "
+
+    missing = backend.call("echo", sid, "nosuch", {})
+    assert isinstance(missing, RunToolError) and missing.reason == "not_found"
+    invalid = backend.call("echo", sid, "echo", {"repeat": "many"})
+    assert isinstance(invalid, RunToolError) and invalid.reason == "input_validation"
+
+    done = backend.call("echo", sid, "finish", {"reward": 0.25})
+    assert isinstance(done, RunToolSuccess)
+    assert done.output.finished and done.output.reward == 0.25
+    after = backend.call("echo", sid, "echo", {"text": "x"})
+    assert isinstance(after, RunToolError) and after.reason == "episode_finished"
+
+
+def test_chunk_boundaries_on_spaces_are_reassembled_byte_exact(backend: HttpBackend) -> None:
+    # Every 4096-character chunk of the JSON result starts with spaces: a parser
+    # that strips all whitespace after "data:" (not exactly one) corrupts it.
+    text = ("x" + " " * 4095) * 5 + "end"
+    wire = SdkRunToolOutput(
+        SdkRunToolSuccess(output=text_output(text, metadata={"length": len(text)}))
+    ).model_dump_json(indent=None)
+    boundaries = range(4096, len(wire), 4096)
+    assert len(boundaries) >= 4 and all(wire[i : i + 2] == "  " for i in boundaries)
+
+    sid = _echo_session(backend)
+    result = backend.call("echo", sid, "echo", {"text": text})
+    assert _text(result) == text
+    assert isinstance(result, RunToolSuccess) and result.output.metadata == {"length": len(text)}
+
+
+def test_large_unicode_result(backend: HttpBackend) -> None:
+    sid = _echo_session(backend)
+    piece = "héllo wörld 🎉 \\ \"quoted\"  tab\t "
+    assert _text(backend.call("echo", sid, "echo", {"text": piece, "repeat": 700})) == piece * 700
+
+
+def test_result_size_is_capped(srv: ServerThread) -> None:
+    with HttpBackend(srv.url, max_response_bytes=10_000) as small:
+        sid = _echo_session(small)
+        with pytest.raises(OrsProtocolError, match="max_response_bytes=10000"):
+            small.call("echo", sid, "echo", {"text": "y" * 50_000})
+
+
+def test_image_blocks(backend: HttpBackend) -> None:
+    sid = _echo_session(backend)
+    result = backend.call("echo", sid, "image", {"width": 7, "height": 5})
+    assert isinstance(result, RunToolSuccess)
+    image = result.output.blocks[1]
+    assert isinstance(image, ImageBlock) and image.mimeType == "image/png"
+    assert Image.open(io.BytesIO(base64.b64decode(image.data))).size == (7, 5)
+
+
+def test_tool_exception_is_a_tool_error(backend: HttpBackend) -> None:
+    sid = _echo_session(backend)
+    with pytest.raises(OrsToolError) as err:
+        backend.call("echo", sid, "fail", {"message": "kaboom-4711"})
+    text = str(err.value)
+    assert "kaboom-4711" in text and "bug in the environment" in text
+    assert err.value.tool == "fail" and err.value.session_id == sid and sid in text
+    # the session survives a tool exception
+    assert _text(backend.call("echo", sid, "echo", {"text": "still here"})) == "still here"
+
+
+def test_delete_frees_the_session(srv: ServerThread, backend: HttpBackend) -> None:
+    sid = _echo_session(backend)
+    assert sid in srv.sdk_server._active_envs
+    backend.delete_session(sid)
+    assert sid not in srv.sdk_server._active_envs
+    assert sid not in backend.open_sessions
+    with pytest.raises(OrsSessionExpired, match="call reset"):
+        backend.ping(sid)
+    with pytest.raises(OrsSessionExpired) as err:
+        backend.call("echo", sid, "echo", {"text": "x"})
+    assert err.value.session_id == sid
+    backend.delete_session(sid)  # idempotent
+
+
+def test_score_group(backend: HttpBackend) -> None:
+    sid = backend.create_session("probe", split="train", index=0)
+    user = {"role": "user", "blocks": [{"type": "text", "text": "q"}]}
+    reply = Message(role="assistant", blocks=[TextBlock(text="a")])  # models are sent as JSON
+    candidates: list[dict[str, Any]] = [
+        {"messages": [user]},
+        {"messages": [user, reply], "metadata": {"k": 1}},
+    ]
+    scores = backend.score_group("probe", sid, candidates)
+    assert [s.reward for s in scores] == [0.0, 1.0]
+    assert [s.metadata for s in scores] == [{"turns": 1}, {"turns": 2}]
+
+    echo_sid = _echo_session(backend)
+    with pytest.raises(OrsRequestError, match="does not implement score_group"):
+        backend.score_group("echo", echo_sid, candidates)
+
+
+def test_close_deletes_open_sessions_and_is_idempotent(srv: ServerThread) -> None:
+    b = HttpBackend(srv.url)
+    sids = [_echo_session(b) for _ in range(2)]
+    assert all(sid in srv.sdk_server._active_envs for sid in sids)
+    b.close()
+    assert not any(sid in srv.sdk_server._active_envs for sid in sids)
+    assert b.open_sessions == frozenset()
+    b.close()
+    assert b.health() == {"status": "ok"}  # reconnects on next use
+    b.close()
+
+
+def test_connections_are_pooled(srv: ServerThread) -> None:
+    with CuttingProxy(srv.url, cuts=0) as proxy, HttpBackend(proxy.url) as b:
+        sid = _echo_session(b)
+        for i in range(5):
+            assert _text(b.call("echo", sid, "echo", {"text": str(i)})) == str(i)
+            b.prompt("echo", sid)
+        assert proxy.connections == 1  # streams are read to their end and their connection reused
+
+
+def test_pickles_before_and_after_use(srv: ServerThread, backend: HttpBackend) -> None:
+    fresh = pickle.loads(pickle.dumps(HttpBackend(srv.url, api_key="k")))
+    assert fresh.health() == {"status": "ok"}
+    fresh.close()
+
+    sid = _echo_session(backend)
+    copy = pickle.loads(pickle.dumps(backend))
+    assert copy.open_sessions == frozenset()  # sessions stay with the original
+    assert _text(copy.call("echo", sid, "echo", {"text": "from a copy"})) == "from a copy"
+    copy.close()
+    assert sid in srv.sdk_server._active_envs
+
+
+def test_call_timeout_names_the_setting(srv: ServerThread) -> None:
+    GATE.clear()
+    try:
+        with HttpBackend(srv.url, call_timeout=0.5) as b:
+            sid = b.create_session("probe", split="train", index=0)
+            with pytest.raises(OrsTimeoutError, match=r"call_timeout=0\.5") as err:
+                b.call("probe", sid, "wait_gate", {})
+            assert err.value.tool == "wait_gate"
+    finally:
+        GATE.set()
+
+
+# -- resuming and not resending tool calls --------------------------------------------------
+
+
+def test_dropped_stream_is_resumed_and_the_tool_runs_once(srv: ServerThread) -> None:
+    token = uuid.uuid4().hex
+    with CuttingProxy(srv.url, cut_response_after=b"event: task_id") as proxy, \
+            HttpBackend(proxy.url, backoff=0.05) as b:
+        sid = _echo_session(b)
+        result = b.call("echo", sid, "slow_count", {"token": token, "seconds": 0.3})
+        assert _text(result) == "1"
+        assert proxy.cuts_done == 1
+        assert proxy.count(b"POST /echo/call ") == 2  # the first stream, then the resume
+        assert proxy.count(b'"task_id":null') == 1 and proxy.count(b'"task_id":"') == 1
+        assert _text(b.call("echo", sid, "count", {"token": token})) == "1"
+    assert Echo.counts[token] == 1
+
+
+def test_drop_before_acknowledgement_is_not_resent(srv: ServerThread,
+                                                   backend: HttpBackend) -> None:
+    token = uuid.uuid4().hex
+    with CuttingProxy(srv.url, cut_request_on=b"POST /echo/call ") as proxy, \
+            HttpBackend(proxy.url, backoff=0.01) as b:
+        sid = _echo_session(b)
+        with pytest.raises(OrsConnectionError, match="cannot know whether the tool ran"):
+            b.call("echo", sid, "slow_count", {"token": token})
+        assert proxy.count(b"POST /echo/call ") == 1
+        assert _text(backend.call("echo", sid, "count", {"token": token})) == "0"
+
+
+def test_resume_of_a_call_the_server_forgot(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    # the first stream is cut after its task_id; the resume meets a server that
+    # no longer knows the id (as after a restart)
+    app.add(Fault("/echo/call", 200, skip=1, content_type="text/event-stream",
+                  body=b"event: error\r\ndata: unknown task_id\r\n\r\n"))
+    with CuttingProxy(url, cut_response_after=b"event: task_id") as proxy, \
+            HttpBackend(proxy.url, backoff=0.01) as b:
+        sid = _echo_session(b)
+        with pytest.raises(OrsConnectionError, match="no longer knows call") as err:
+            b.call("echo", sid, "slow_count", {"token": uuid.uuid4().hex, "seconds": 0.2})
+        assert not isinstance(err.value, OrsToolError)
+        assert proxy.count(b'"task_id":null') == 1 and proxy.count(b'"task_id":"') == 1
+    assert app.hits["/echo/call"] == 2
+
+
+# -- retries --------------------------------------------------------------------------------
+
+
+def test_starting_503_is_ridden_out_and_the_tool_runs_once(
+    faulty: tuple[FaultyApp, str],
+) -> None:
+    app, url = faulty
+    token = uuid.uuid4().hex
+    with HttpBackend(url, max_retries=1, backoff=0.01) as b:
+        sid = _echo_session(b)
+        app.add(Fault("/echo/call", 503, times=3, headers=STARTING))
+        # three "starting" answers outlast max_retries=1: the ride-out is by time
+        assert _text(b.call("echo", sid, "slow_count", {"token": token})) == "1"
+        assert app.hits["/echo/call"] == 4
+        assert Echo.counts[token] == 1
+
+
+def test_starting_ride_out_ends(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    with HttpBackend(url, starting_ride_out=0.5) as b:
+        sid = _echo_session(b)
+        app.add(Fault("/echo/prompt", 503, times=1000,
+                      headers={"X-Backend-State": "starting", "Retry-After": "1"}))
+        with pytest.raises(OrsServerError) as err:
+            b.prompt("echo", sid)
+    assert err.value.status_code == 503
+    assert app.hits["/echo/prompt"] >= 2
+
+
+def test_gateway_errors_are_retried(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/echo/splits", 502, times=2))
+    with HttpBackend(url, max_retries=3, backoff=0.01) as b:
+        assert b.splits("echo") == [Split(name="train", type="train")]
+    assert app.hits["/echo/splits"] == 3
+
+
+def test_retries_run_out(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/health", 429, times=100))
+    with HttpBackend(url, max_retries=2, backoff=0.01) as b, \
+            pytest.raises(OrsRequestError) as err:
+        b.health()
+    assert err.value.status_code == 429
+    assert app.hits["/health"] == 3
+
+
+def test_500_is_never_retried(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/echo/tools", 500, times=5, body=json_body("boom in tools")))
+    with HttpBackend(url, max_retries=5, backoff=0.01) as b, \
+            pytest.raises(OrsServerError, match="boom in tools") as err:
+        b.tools("echo")
+    assert err.value.status_code == 500
+    assert app.hits["/echo/tools"] == 1
+
+
+def test_gateway_error_before_acknowledgement_is_not_resent(
+    faulty: tuple[FaultyApp, str],
+) -> None:
+    app, url = faulty
+    token = uuid.uuid4().hex
+    with HttpBackend(url, max_retries=5, backoff=0.01) as b:
+        sid = _echo_session(b)
+        app.add(Fault("/echo/call", 502, times=5))
+        with pytest.raises(OrsServerError) as err:
+            b.call("echo", sid, "slow_count", {"token": token})
+        assert err.value.status_code == 502
+        assert app.hits["/echo/call"] == 1
+        assert Echo.counts.get(token, 0) == 0
+
+
+def test_messages_falls_back_to_prompt_once(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/echo/messages", 404, times=100, body=json_body("Not Found")))
+    with HttpBackend(url) as b:
+        sid = _echo_session(b)
+        first = b.messages("echo", sid)
+        assert first == [Message(role="user", blocks=list(b.prompt("echo", sid)))]
+        assert b.messages("echo", sid) == first
+    assert app.hits["/echo/messages"] == 1  # the server's lack of /messages is remembered
+
+
+def test_answers_that_are_not_ors(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/health", 200, body=b"<html>hi</html>", content_type="text/html"))
+    with HttpBackend(url) as b:
+        with pytest.raises(OrsProtocolError, match="expected a JSON answer"):
+            b.health()
+        sid = _echo_session(b)
+        app.add(Fault("/echo/call", 200, body=b'{"ok": true}'))
+        with pytest.raises(OrsProtocolError, match="text/event-stream"):
+            b.call("echo", sid, "echo", {"text": "x"})
+
+
+def test_read_timeout_names_the_setting(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/health", stall=True))
+    with HttpBackend(url, timeout=0.3) as b, \
+            pytest.raises(OrsTimeoutError, match=r"timeout=0\.3.*HttpBackend\(timeout=") as err:
+        b.health()
+    assert err.value.server == url
+
+
+def test_dead_server_is_a_connection_error() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"  # nothing listens there any more
+    with HttpBackend(url, max_retries=1, backoff=0.01) as b, \
+            pytest.raises(OrsConnectionError, match="cannot reach the ORS server") as err:
+        b.health()
+    assert "ors-gym serve" in str(err.value)
+    assert not isinstance(err.value, OrsTimeoutError)
+
+
+# -- secrets --------------------------------------------------------------------------------
+
+
+def test_secrets_travel_in_headers_only_and_never_leak(
+    faulty: tuple[FaultyApp, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    app, url = faulty
+    api_key, secret, password = "sk-test-KEY-31337", "hunter2-SECRET-value", "pw-SECRET-42"
+    caplog.set_level(logging.DEBUG)
+    userinfo_url = url.replace("http://", f"http://alice:{password}@")
+    errors: list[OrsError] = []
+    with HttpBackend(userinfo_url, api_key=api_key, max_retries=0) as b:
+        sid = b.create_session("probe", split="train", index=0, secrets={"TOKEN": secret})
+        result = b.call("probe", sid, "secret_digest", {"name": "TOKEN"})
+        assert _text(result) == digest(secret)
+        for bad in (
+            lambda: b.tools("nosuch"),
+            lambda: b.call("probe", sid, "fail_nope", {}),
+            lambda: b.call("echo", "no-such-session", "echo", {"text": "x"}),
+        ):
+            try:
+                bad()
+            except OrsError as exc:
+                errors.append(exc)
+        shown = [repr(b), str(b.location), b.base_url, *map(str, errors),
+                 *(repr(vars(e)) for e in errors)]
+    assert len(errors) == 2  # unknown env, expired session (the unknown tool is an agent error)
+
+    creates = [h for path, h in app.requests if path == "/create"]
+    assert len(creates) == 1
+    sent = json.loads(base64.b64decode(creates[0]["x-secrets"]))
+    assert sent == {"TOKEN": {"value": secret}}
+    assert all(h.get("x-api-key") == api_key for _, h in app.requests)
+    assert all("x-secrets" not in h for path, h in app.requests if path != "/create")
+
+    for text in (*shown, caplog.text):
+        for value in (api_key, secret, password):
+            assert value not in text
+    assert "/probe/call" in caplog.text  # requests were logged at DEBUG
+
+
+# -- keepalive -------------------------------------------------------------------------------
+
+
+def test_keepalive_outlives_the_reaper() -> None:
+    idle = 1.0
+    with ServerThread([Echo]) as server, FastReaper(server, idle=idle) as reaper, \
+            HttpBackend(server.url, keepalive_interval=0.2) as kept, \
+            HttpBackend(server.url, keepalive_interval=None) as idler:
+        alive = _echo_session(kept)
+        dropped = _echo_session(idler)
+        start = time.monotonic()
+        wait_for(lambda: dropped in reaper.reaped and reaper.last_sweep - start > 3 * idle,
+                 timeout=20, what="three reap windows")
+        assert alive not in reaper.reaped
+        assert alive in server.sdk_server._active_envs
+        assert _text(kept.call("echo", alive, "echo", {"text": "alive"})) == "alive"
+        with pytest.raises(OrsSessionExpired):
+            idler.call("echo", dropped, "echo", {"text": "x"})
+
+        # a kept session deleted behind the backend's back leaves the keepalive set
+        idler.delete_session(alive)
+        wait_for(lambda: alive not in kept.open_sessions, timeout=10,
+                 what="the keepalive thread to drop the gone session")
+
+
+# -- the sans-IO core -------------------------------------------------------------------------
+
+
+def test_retry_decisions() -> None:
+    assert core.parse_retry_after("2") == 2.0
+    assert core.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") is None
+    assert core.retry_hint(500, {}) is None
+    assert core.retry_hint(404, {}) is None
+    starting = core.retry_hint(503, {"x-backend-state": "starting", "retry-after": "2"})
+    assert starting == core.RetryHint(retry_after=2.0, starting=True)
+
+    plain = core.RetryBudget(max_retries=2, backoff=0.5, starting_ride_out=10, started=0.0)
+    assert [plain.next_delay(None, 0.0) for _ in range(3)] == [0.5, 1.0, None]
+
+    ride = core.RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
+    assert [ride.next_delay(starting, now) for now in (0.0, 5.0, 9.0, 10.0)] == \
+        [2.0, 2.0, 1.0, None]
+    # riding out "starting" spent none of max_retries
+    assert [ride.next_delay(None, 10.0) for _ in range(2)] == [0.5, None]
+
+    capped = core.RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
+    assert capped.next_delay(core.RetryHint(retry_after=3600.0), 0.0) == core.MAX_DELAY
+
+
+def test_stream_assembler() -> None:
+    where = core.Where(server="http://x")
+    asm = core.StreamAssembler(max_bytes=100, what="call", where=where)
+    assert not asm.feed("task_id", "abc")
+    assert not asm.feed("chunk", '{"t": "')
+    assert asm.feed("end", '  "}')
+    assert asm.task_id == "abc" and asm.result() == {"t": "  "}
+
+    failed = core.StreamAssembler(max_bytes=100, what="call", where=where)
+    assert failed.feed("error", "RuntimeError: x") and failed.error == "RuntimeError: x"
+
+    small = core.StreamAssembler(max_bytes=4, what="call", where=where)
+    with pytest.raises(OrsProtocolError, match="max_response_bytes=4"):
+        small.feed("chunk", "12345")
