@@ -51,10 +51,10 @@ OBSERVATIONS = ("vector", "image", "text")
 
 #: Training steps of the default run (PPO, vector observations): enough for the bundled
 #: GridWorld to be solved on nearly every held-out task, in about a minute on 2 CPU cores.
-DEFAULT_STEPS = 40_000
+DEFAULT_STEPS = 30_000
 #: The bundled GridWorld needs at most 8 moves; 20 leaves room for detours while keeping a
 #: random walk's success rate low (about a third), so learning shows clearly.
-DEFAULT_MAX_EPISODE_STEPS = 20
+DEFAULT_MAX_EPISODE_STEPS = 15
 IMAGE_SIZE = (40, 40)  # the bundled GridWorld's native 5x5 grid at 8 px per cell
 TEXT_DIM = 256
 

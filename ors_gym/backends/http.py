@@ -389,8 +389,8 @@ class HttpBackend:
                 **where.kw(),
             )
         raise OrsToolError(
-            f"{what} failed: the tool raised on the server ({assembler.error}); "
-            "this is a bug in the environment, not the agent",
+            f"{what} raised on the server: {assembler.error}. The tool raised on the "
+            "server; this is a bug in the environment, not the agent",
             **where.kw(),
         )
 
