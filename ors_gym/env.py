@@ -230,8 +230,8 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     def location(self) -> str:
         return self.backend.location
 
-    @property
-    def action_space(self) -> ToolCallSpace:  # type: ignore[override]
+    @property  # type: ignore[override]
+    def action_space(self) -> ToolCallSpace:
         """Tool calls over the environment's tools (the current session's, after reset)."""
         if self._action_space is None:
             listed = self.class_tools
@@ -490,7 +490,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         if self._finalizer.detach() is not None:
             self._session.release()
 
-    @property  # type: ignore[override]
+    @property
     def spec(self) -> Any:
         """The env's spec; ``api_key`` and ``secrets`` kwargs are kept as ``Secret``."""
         return self._spec

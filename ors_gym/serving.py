@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -113,22 +114,20 @@ class ServerThread:
             timeout_keep_alive=60,
         )
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._thread = threading.Thread(target=self._server.run, name="ors-server", daemon=True)
         self._started = threading.Event()
         self.url = ""
 
     def start(self) -> ServerThread:
         self._thread.start()
-        # uvicorn sets `started` after binding; poll its flag with a bounded wait.
-        deadline_checks = 0
+        # uvicorn sets `started` once bound and exposes no event: poll it, bounded.
+        deadline = time.monotonic() + 30
         while not self._server.started:
             if not self._thread.is_alive():
-                raise RuntimeError("the ORS test server failed to start; see its log above")
-            self._started.wait(0.01)
-            deadline_checks += 1
-            if deadline_checks > 3000:
-                raise RuntimeError("the ORS test server did not start within 30 s")
+                raise RuntimeError("the ORS server failed to start; see its log above")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the ORS server did not start within 30 s")
+            self._started.wait(0.005)
         sock = self._server.servers[0].sockets[0]
         host, port = sock.getsockname()[:2]
         self.url = f"http://{host}:{port}"

@@ -317,10 +317,10 @@ def train(
 
     def factory(rank: int) -> Callable[[], gym.Env[Any, Any]]:
         def build() -> gym.Env[Any, Any]:
+            # SB3 seeds env ``rank`` with ``seed + rank`` at its first reset (model seed=).
             env = make_env(
                 env_id, obs=obs, base_url=base_url, max_episode_steps=max_episode_steps
             )
-            env.reset(seed=seed + rank)
             return Monitor(env)
 
         return build

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import io
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openreward.environments import ImageBlock, Split, TextBlock, ToolOutput
@@ -34,9 +34,9 @@ def seeded_rng(*parts: object) -> random.Random:
     return random.Random(":".join(str(p) for p in parts))
 
 
-def check_split(env_name: str, split: str, splits: list[Split]) -> None:
+def check_split(env_name: str, split: str, splits: Sequence[Split | str]) -> None:
     """Raise a clear ``ValueError`` for a split the environment does not have."""
-    names = [s.name for s in splits]
+    names = [s if isinstance(s, str) else s.name for s in splits]
     if split not in names:
         raise ValueError(f"{env_name} has no split {split!r}; choose one of {names}")
 

@@ -53,7 +53,7 @@ class Counter(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Counter", split, list(cls.list_splits()))
+        check_split("Counter", split, cls.list_splits())
         tasks: list[JSONObject] = []
         for i in range(_SIZES[split]):
             rng = seeded_rng("counter", split, i)

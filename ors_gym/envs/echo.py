@@ -98,7 +98,7 @@ class Echo(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Echo", split, list(cls.list_splits()))
+        check_split("Echo", split, cls.list_splits())
         return [{"id": f"train-{i}", "note": f"echo task {i}"} for i in range(3)]
 
     async def get_prompt(self) -> list[TextBlock]:

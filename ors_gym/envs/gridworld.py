@@ -178,7 +178,7 @@ class GridWorld(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("GridWorld", split, list(cls.list_splits()))
+        check_split("GridWorld", split, cls.list_splits())
         return [_make_task(split, i) for i in range(_SIZES[split])]
 
     def _positions(self) -> dict[str, Any]:

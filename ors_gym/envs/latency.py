@@ -54,7 +54,7 @@ class Latency(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Latency", split, list(cls.list_splits()))
+        check_split("Latency", split, cls.list_splits())
         return [{"id": f"train-{i}", "delay_ms": _DEFAULT_DELAY_MS} for i in range(4)]
 
     async def get_prompt(self) -> list[TextBlock]:

@@ -96,7 +96,7 @@ class Math(Environment):
 
     @classmethod
     async def num_tasks(cls, split: str) -> int:
-        check_split("Math", split, [Split(name=s, type="train") for s in _SIZES])
+        check_split("Math", split, cls.list_splits())
         return _SIZES[split]
 
     @classmethod

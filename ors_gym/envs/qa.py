@@ -105,7 +105,7 @@ class QA(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("QA", split, list(cls.list_splits()))
+        check_split("QA", split, cls.list_splits())
         return [
             {"id": f"{split}-{i}", "question": q, "answer": a, "aliases": list(aliases)}
             for i, (q, a, aliases) in enumerate(_SPLITS[split])

@@ -130,7 +130,7 @@ class Toolbox(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Toolbox", split, list(cls.list_splits()))
+        check_split("Toolbox", split, cls.list_splits())
         return [_make_task(split, i) for i in range(_SIZES[split])]
 
     def list_task_tools(self) -> ListToolsOutput:

@@ -1,0 +1,202 @@
+"""The ``ors-gym`` command line: ``serve`` in a real subprocess, ``list``, and usage errors."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from ors_gym.cli import build_parser, main, resolve_env_specs
+from ors_gym.envs import BUNDLED, DEFAULT_ENV
+
+_URL = re.compile(r"^ors-gym: serving (?P<names>.+) at (?P<url>http://\S+)$")
+_STARTUP_TIMEOUT_S = 120.0
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "OPENREWARD_DISABLE_UPDATE_CHECK": "1",
+        "OPENREWARD_LOG_LEVEL": "WARNING",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def _start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ors_gym", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def _read_serving_line(proc: subprocess.Popen[str]) -> re.Match[str]:
+    """The ``ors-gym: serving ... at URL`` line, read with a bounded wait."""
+    assert proc.stdout is not None
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line.rstrip("\n"))
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    while True:
+        try:
+            line = lines.get(timeout=_STARTUP_TIMEOUT_S)
+        except queue.Empty:
+            pytest.fail(f"no 'serving' line within {_STARTUP_TIMEOUT_S} s; stdout so far: {seen}")
+        if line is None:
+            stderr = proc.stderr.read() if proc.stderr else ""
+            pytest.fail(f"ors-gym exited ({proc.wait()}) before serving: {seen} {stderr}")
+        seen.append(line)
+        match = _URL.match(line)
+        if match:
+            return match
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest) -> Iterator[re.Match[str]]:
+    """``python -m ors_gym serve <request.param...> --port 0``; yields the serving-line match."""
+    proc = _start("serve", *request.param, "--port", "0")
+    try:
+        yield _read_serving_line(proc)
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize("served", [["gridworld"]], indirect=True)
+def test_serve_one_bundled_env(served: re.Match[str]) -> None:
+    url = served["url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url) and not url.endswith(":0")
+    assert served["names"] == "gridworld"
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.get("/health").json() == {"status": "ok"}
+        assert client.get("/list_environments").json() == ["gridworld"]
+        assert [t["name"] for t in client.get("/gridworld/tools").json()["tools"]] == ["move"]
+
+
+@pytest.mark.parametrize("served", [[]], indirect=True)
+def test_serve_defaults_to_every_bundled_env(served: re.Match[str]) -> None:
+    with httpx.Client(base_url=served["url"], timeout=30) as client:
+        names = client.get("/list_environments").json()
+    assert names[0] == DEFAULT_ENV.lower()
+    assert sorted(names) == sorted(n.lower() for n in BUNDLED)
+
+
+def test_serve_reports_a_busy_port() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "ors_gym", "serve", "math", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=_env(),
+            timeout=_STARTUP_TIMEOUT_S,
+        )
+    assert done.returncode != 0
+    assert f"could not serve on 127.0.0.1:{port}" in done.stderr
+
+
+def test_unknown_env_exits_2_in_a_subprocess() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ors_gym", "serve", "nosuchenv"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=_STARTUP_TIMEOUT_S,
+    )
+    assert done.returncode == 2
+    assert "unknown environment 'nosuchenv'" in done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["serve", "gridworld", "nosuch"], "unknown environment 'nosuch'"),
+        (["serve", "ors_gym.envs.math:Nope"], "cannot load environment"),
+        (["serve", "no_such_module_xyz:Env"], "cannot load environment"),
+        (["serve", "ors_gym.envs.gridworld:deque"], "not a subclass"),
+        (["serve", "--port", "70000"], "port must be from 0 to 65535"),
+        (["serve", "--port", "http"], "port must be an integer"),
+        (["launch"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_usage_errors_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert captured.out == ""
+
+
+def test_list_prints_bundled_envs_default_first(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == len(BUNDLED)
+    assert lines[0].split()[:2] == [DEFAULT_ENV, "(default)"]
+    for name, spec in BUNDLED.items():
+        (line,) = [ln for ln in lines if ln.split()[0] == name]
+        assert line.split()[-2:] == [f"ors/{name}-v0", spec]
+
+
+def test_resolve_env_specs() -> None:
+    assert resolve_env_specs([]) == [
+        BUNDLED[DEFAULT_ENV],
+        *(s for n, s in BUNDLED.items() if n != DEFAULT_ENV),
+    ]
+    assert resolve_env_specs(["MATH", "qa", "pkg.mod:Env", "Math"]) == [
+        BUNDLED["Math"],
+        BUNDLED["QA"],
+        "pkg.mod:Env",
+    ]
+
+
+def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "ors-gym 0." in out and "--port" in out
+
+
+def test_each_subcommand_is_one_function() -> None:
+    """Adding a subcommand = appending one ``_add_<name>`` function to ``SUBCOMMANDS``."""
+    from ors_gym import cli
+
+    def add_hello(subparsers: object) -> None:
+        parser = subparsers.add_parser("hello")  # type: ignore[attr-defined]
+        parser.set_defaults(handler=lambda args: 7)
+
+    cli.SUBCOMMANDS.append(add_hello)
+    try:
+        assert main(["hello"]) == 7
+    finally:
+        cli.SUBCOMMANDS.remove(add_hello)
+    assert "hello" not in build_parser().format_help()
