@@ -142,7 +142,13 @@ def _run_list(args: argparse.Namespace) -> int:
 # --- entry point ------------------------------------------------------------------------
 
 #: One function per subcommand; each adds its parser to the ``subparsers`` it is given.
-SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_serve, _add_list]
+def _add_train(subparsers: Subparsers) -> None:
+    from ors_gym.train import add_parser
+
+    add_parser(subparsers)
+
+
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [_add_serve, _add_list, _add_train]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ from ors_gym._secret import Secret, redact_kwargs, reveal
 from ors_gym.actions import ParsedAction, ToolCall, parse_action
 from ors_gym.backends.base import Backend
 from ors_gym.errors import (
+    OrsActionError,
     OrsConnectionError,
     OrsError,
     OrsProtocolError,
@@ -42,9 +43,9 @@ from ors_gym.protocol import (
     RunToolError,
     TerminalToolSpec,
     TextBlock,
-    ToolOutput,
 )
 from ors_gym.spaces import ToolCallSpace
+from ors_gym.tool_formats import as_action, tools_as
 
 __all__ = ["Elapsed", "OrsEnv"]
 
@@ -254,6 +255,13 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         """The current session's tools (task tools included), or the shared ones before reset."""
         return self._tools if self._tools is not None else self.class_tools
 
+    def tools_as(self, fmt: str = "openai") -> list[dict[str, Any]]:
+        """The session's tools (terminal tool hidden) in a model API's function-calling format.
+
+        ``fmt`` is ``"openai"``, ``"anthropic"``, ``"openai_responses"`` or ``"json_schema"``.
+        """
+        return tools_as(self.tools, fmt)
+
     @property
     def terminal_tool(self) -> TerminalToolSpec | None:
         return self.tools.terminal_tool
@@ -392,7 +400,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
                 server=self.location,
                 env_name=self._env_name,
             )
-        parsed = parse_action(action)
+        parsed = parse_action(as_action(action))
         self._steps += 1
         if self.render_mode is not None:
             self._transcript.append(f"[agent] {_describe_action(parsed)}")
@@ -423,15 +431,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
 
         try:
             for call in tool_calls:
-                record, output = self._run_call(sid, call)
+                record = self._run_call(sid, call)
                 calls.append(record)
                 reward += record["reward"]
                 if len(tool_calls) > 1:
                     blocks.append(TextBlock(text=f"[{call.name}]"))
-                if output is not None:
-                    blocks.extend(output.blocks)
-                else:
-                    blocks.append(TextBlock(text=f"Error: {record['error']}"))
+                blocks.extend(record["blocks"])
                 if record["finished"]:
                     terminated = True
                     break
@@ -468,7 +473,9 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
             truncated = True
             info["truncation_reason"] = "max_steps"
 
-        decoded = decode_blocks(blocks, image_size=self.image_size, max_pixels=self.max_image_pixels)
+        decoded = decode_blocks(
+            blocks, image_size=self.image_size, max_pixels=self.max_image_pixels
+        )
         if decoded.notes:
             info["observation_notes"] = list(decoded.notes)
         info["blocks"] = blocks
@@ -510,55 +517,50 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         return self.__repr__()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _run_call(self, sid: str, call: ToolCall) -> tuple[dict[str, Any], ToolOutput | None]:
+    def _run_call(self, sid: str, call: ToolCall) -> dict[str, Any]:
+        """Run one call; its record for ``info["calls"]`` (with the call's own ``blocks``)."""
         start = time.perf_counter()
         try:
             result = self.backend.call(self.env_name, sid, call.name, call.arguments)
         except OrsError as exc:
-            raise exc.with_context(tool=call.name)
+            raise exc.with_context(tool=call.name) from exc.__cause__
         seconds = Elapsed(time.perf_counter() - start)
         if isinstance(result, RunToolError):
-            return (
-                {
-                    "name": call.name,
-                    "input": call.arguments,
-                    "ok": False,
-                    "reward": self.error_reward,
-                    "finished": False,
-                    "metadata": None,
-                    "error": result.error,
-                    "error_reason": result.reason or "error",
-                    "seconds": seconds,
-                },
-                None,
-            )
-        out = result.output
-        return (
-            {
+            return {
                 "name": call.name,
                 "input": call.arguments,
-                "ok": True,
-                "reward": float(out.reward) if out.reward is not None else 0.0,
-                "finished": bool(out.finished),
-                "metadata": out.metadata,
-                "error": None,
-                "error_reason": None,
+                "ok": False,
+                "reward": self.error_reward,
+                "finished": False,
+                "metadata": None,
+                "error": result.error,
+                "error_reason": result.reason or "error",
                 "seconds": seconds,
-            },
-            out,
-        )
+                "blocks": [TextBlock(text=f"Error: {result.error}")],
+            }
+        out = result.output
+        return {
+            "name": call.name,
+            "input": call.arguments,
+            "ok": True,
+            "reward": float(out.reward) if out.reward is not None else 0.0,
+            "finished": bool(out.finished),
+            "metadata": out.metadata,
+            "error": None,
+            "error_reason": None,
+            "seconds": seconds,
+            "blocks": list(out.blocks),
+        }
 
     def _no_tool_calls(
         self, parsed: ParsedAction
     ) -> tuple[list[ToolCall], tuple[str, float, bool, bool, str | None] | None]:
-        """The terminal-tool rule: route a plain message to the terminal tool, or apply the policy."""
+        """The terminal-tool rule: a plain message goes to the terminal tool, else the policy."""
         terminal = self.terminal_tool
         if terminal is not None:
             arguments = {} if terminal.arg is None else {terminal.arg: parsed.message}
             return [ToolCall(terminal.name, arguments)], None
         if self.no_tool_call == "error":
-            from ors_gym.errors import OrsActionError
-
             raise OrsActionError(
                 "the action has no tool calls and this environment has no terminal tool; "
                 "call one of its tools, or construct the env with no_tool_call='nudge'",

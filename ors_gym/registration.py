@@ -30,6 +30,7 @@ BUNDLED_MAX_STEPS: dict[str, int] = {
     "Toolbox": 16,
     "Echo": 64,
     "Latency": 1000,
+    "Judged": 4,
 }
 REMOTE_MAX_STEPS = 100
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ors_gym._schema import SchemaError, sample_from_schema
-from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec, ToolSpec
+from ors_gym.protocol import ListToolsOutput, Message, ToolSpec
 
 __all__ = ["FORMATS", "ScriptedLLM"]
 
@@ -84,10 +84,10 @@ class ScriptedLLM:
     def act(self, observation: Any, tools: Any = None) -> Any:
         """The model's next output, in this model's ``format``."""
         history = self._history(observation)
-        specs, terminal = _tool_list(tools)
-        plan = _plan(history, specs, terminal, self.rng) if self.rng.random() < self.skill else None
+        specs = _tool_list(tools)
+        plan = _plan(history, specs, self.rng) if self.rng.random() < self.skill else None
         if plan is None:
-            plan = self._random(specs, terminal)
+            plan = self._random(specs)
         if isinstance(plan, str):
             return self._render(plan, [])
         return self._render(_lead_in(plan), plan)
@@ -108,9 +108,9 @@ class ScriptedLLM:
             )
         return list(self._memory)
 
-    def _random(self, specs: list[ToolSpec], terminal: TerminalToolSpec | None) -> list[Call] | str:
+    def _random(self, specs: list[ToolSpec]) -> list[Call] | str:
         if not specs or self.rng.random() < self.final_answer_prob:
-            return "I think I am done." if terminal is not None or not specs else "Done."
+            return "I am done."
         spec = specs[int(self.rng.integers(len(specs)))]
         schema = spec.input_schema or {"type": "object", "properties": {}}
         try:
@@ -189,15 +189,15 @@ def _lead_in(calls: list[Call]) -> str:
 # ----------------------------------------------------------------------- reading
 
 
-def _tool_list(tools: Any) -> tuple[list[ToolSpec], TerminalToolSpec | None]:
-    """(callable tools, terminal tool) from a ListToolsOutput, an env, or definitions."""
+def _tool_list(tools: Any) -> list[ToolSpec]:
+    """The callable tools from a ListToolsOutput, an env, or tool definitions."""
     if tools is None:
-        return [], None
+        return []
     unwrapped = getattr(tools, "unwrapped", None)
     if unwrapped is not None and isinstance(getattr(unwrapped, "tools", None), ListToolsOutput):
         tools = unwrapped.tools
     if isinstance(tools, ListToolsOutput):
-        return list(tools.tools), tools.terminal_tool
+        return list(tools.tools)
     specs: list[ToolSpec] = []
     for item in tools:
         if isinstance(item, ToolSpec):
@@ -214,7 +214,7 @@ def _tool_list(tools: Any) -> tuple[list[ToolSpec], TerminalToolSpec | None]:
             ToolSpec(name=str(fn["name"]), description=str(fn.get("description") or ""),
                      input_schema=schema)
         )
-    return specs, None
+    return specs
 
 
 def _conversation_texts(messages: Iterable[Any]) -> list[str]:
@@ -258,7 +258,6 @@ def _content_texts(content: Any) -> list[str]:
 def _plan(
     history: list[str],
     specs: list[ToolSpec],
-    terminal: TerminalToolSpec | None,
     rng: np.random.Generator,
 ) -> list[Call] | str | None:
     """The rule-based next move for a bundled environment, or None if no rule applies."""
@@ -279,7 +278,7 @@ def _plan(
         if value > target:
             return [("decrement", {})]
         return "The counter is at the target. Done."
-    if terminal is not None and "Mention:" in prompt:
+    if "Mention:" in prompt and "Write a short" in prompt:
         return _write(prompt, rng)
     return None
 

@@ -25,6 +25,7 @@ from ors_gym.errors import (
 
 CALL_KEYS = {
     "name", "input", "ok", "reward", "finished", "metadata", "error", "error_reason", "seconds",
+    "blocks",
 }
 
 
@@ -291,7 +292,7 @@ def test_gym_make_bundled_ids_run_in_process() -> None:
     assert "ors/GridWorld-v0" in gym.registry
     env = gym.make("ors/Math-v0")
     try:
-        obs, info = env.reset(seed=0)
+        _obs, info = env.reset(seed=0)
         assert env.unwrapped.location == "in-process"
         assert env.spec is not None and env.spec.max_episode_steps == 4
         _, reward, terminated, _, _ = env.step(submit(info["task_spec"]["answer"]))
@@ -335,25 +336,25 @@ def test_secrets_and_api_key_stay_out_of_reprs(server_url: str) -> None:
 
 
 def test_forgotten_envs_do_not_leak_sessions(server: Any, server_url: str) -> None:
-    before = set(server.sdk_server._active_envs)  # noqa: SLF001
+    before = set(server.sdk_server._active_envs)
     for i in range(5):
         env = OrsEnv(base_url=server_url, env_name="math")
         env.reset(seed=i)
         del env
     gc.collect()
     assert _cleanup.flush()
-    assert set(server.sdk_server._active_envs) == before  # noqa: SLF001
+    assert set(server.sdk_server._active_envs) == before
 
 
 @pytest.mark.slow
 def test_reset_close_cycles_leave_no_session_open(server: Any, server_url: str) -> None:
-    before = set(server.sdk_server._active_envs)  # noqa: SLF001
+    before = set(server.sdk_server._active_envs)
     env = OrsEnv(base_url=server_url, env_name="counter")
     for i in range(200):
         env.reset(seed=i)
-        assert len(set(server.sdk_server._active_envs) - before) == 1  # noqa: SLF001
+        assert len(set(server.sdk_server._active_envs) - before) == 1
     env.close()
-    assert set(server.sdk_server._active_envs) == before  # noqa: SLF001
+    assert set(server.sdk_server._active_envs) == before
 
 
 def _start_cli_server(port: int = 0) -> tuple[Any, str]:
@@ -392,7 +393,7 @@ def test_server_killed_mid_episode(on_error: str) -> None:
                 env.step(submit(0))
             assert "127.0.0.1" in str(err.value) and str(sid) in str(err.value)
         else:
-            obs, _, terminated, truncated, info = env.step(submit(0))
+            _obs, _, terminated, truncated, info = env.step(submit(0))
             assert (terminated, truncated) == (False, True)
             assert info["truncation_reason"] == "session_lost" and info["error"]
         port = int(url.rsplit(":", 1)[1])

@@ -473,9 +473,8 @@ def _path(task: dict[str, Any]) -> list[str]:
 
 def _pixel_at(image: Image.Image, cell: list[int], cell_px: int) -> tuple[int, ...]:
     r, c = cell
-    pixel: tuple[int, ...] = image.getpixel(
-        (c * cell_px + cell_px // 2, r * cell_px + cell_px // 2)
-    )
+    pixel = image.getpixel((c * cell_px + cell_px // 2, r * cell_px + cell_px // 2))
+    assert isinstance(pixel, tuple)
     return pixel
 
 

@@ -20,6 +20,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -52,15 +53,10 @@ from ors_gym.errors import (  # noqa: E402
     OrsSessionExpired,
     OrsToolError,
 )
-from ors_gym.protocol import (  # noqa: E402
-    CallResult,
-    ImageBlock as OrsImageBlock,
-    RunToolError,
-    RunToolSuccess,
-    TextBlock as OrsTextBlock,
-    ToolOutput as OrsToolOutput,
-    parse,
-)
+from ors_gym.protocol import CallResult, RunToolError, RunToolSuccess, parse  # noqa: E402
+from ors_gym.protocol import ImageBlock as OrsImageBlock  # noqa: E402
+from ors_gym.protocol import TextBlock as OrsTextBlock  # noqa: E402
+from ors_gym.protocol import ToolOutput as OrsToolOutput  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -80,6 +76,9 @@ BUNDLED_SPECS = [
 HOOKS: dict[str, Counter[str]] = {}
 #: Released by the last of the calls a test expects in flight together.
 BARRIERS: dict[str, threading.Barrier] = {}
+#: The async twin: arrivals per token, and the event the last arrival sets.
+COUNTS: Counter[str] = Counter()
+ARRIVALS: dict[str, asyncio.Event] = {}
 
 
 def digest(value: str) -> str:
@@ -137,18 +136,27 @@ class LocalProbe(Environment):
             ImageBlock(data="aGVsbG8=", mimeType="image/png"),
         ]
 
-    def _where(self) -> dict[str, Any]:
-        return {"main_thread": threading.current_thread() is threading.main_thread()}
-
     @tool
     def sync_echo(self, params: Text) -> ToolOutput:
-        """Echo from a worker thread (sync tools run via asyncio.to_thread)."""
-        return ToolOutput(blocks=[TextBlock(text=params.text)], metadata=self._where(), reward=0.5)
+        """Echo (a sync tool: the SDK runs it via asyncio.to_thread)."""
+        return ToolOutput(blocks=[TextBlock(text=params.text)], metadata={"n": 1}, reward=0.5)
 
     @tool
     async def async_echo(self, params: Text) -> ToolOutput:
-        """Echo on the event loop."""
-        return ToolOutput(blocks=[TextBlock(text=params.text)], metadata=self._where(), reward=1)
+        """Echo (an async tool: awaited on the event loop)."""
+        return ToolOutput(blocks=[TextBlock(text=params.text)], metadata={"n": 2}, reward=1)
+
+    @tool
+    def sync_thread(self) -> ToolOutput:
+        """Whether this sync tool ran in the main thread."""
+        main = threading.current_thread() is threading.main_thread()
+        return ToolOutput(blocks=[TextBlock(text=str(main))])
+
+    @tool
+    async def async_thread(self) -> ToolOutput:
+        """Whether this async tool ran in the main thread."""
+        main = threading.current_thread() is threading.main_thread()
+        return ToolOutput(blocks=[TextBlock(text=str(main))])
 
     @tool
     async def odd_values(self) -> ToolOutput:
@@ -188,11 +196,13 @@ class LocalProbe(Environment):
 
     @tool(concurrent=True)
     async def meet_async(self, params: Token) -> ToolOutput:
-        """Return once every caller arrived, waiting on the event loop without blocking it."""
+        """Return once every caller arrived, awaiting on the event loop (one loop for all)."""
         barrier = BARRIERS[params.token]
-        while barrier.n_waiting < barrier.parties - 1 and not barrier.broken:
-            await asyncio.sleep(0.001)
-        await asyncio.to_thread(barrier.wait, 20)
+        arrived = ARRIVALS.setdefault(params.token, asyncio.Event())
+        COUNTS[params.token] += 1
+        if COUNTS[params.token] == barrier.parties:
+            arrived.set()
+        await asyncio.wait_for(arrived.wait(), timeout=20)
         return ToolOutput(blocks=[TextBlock(text="met")])
 
     @tool
@@ -238,7 +248,7 @@ def test_is_a_backend_and_accepts_classes_and_specs() -> None:
     from ors_gym.envs.math import Math
 
     for spec in (Math, "ors_gym.envs.math:Math", [Math], ("ors_gym.envs.math:Math",)):
-        b = LocalBackend(spec)  # type: ignore[arg-type]
+        b = LocalBackend(spec)
         assert isinstance(b, Backend)
         assert b.location == "in-process"
         assert b.list_environments() == ["math"]
@@ -322,7 +332,8 @@ def test_discovery(backend: LocalBackend) -> None:
     assert backend.task_range("localprobe", "train", 1, 3) == [
         backend.task("localprobe", "train", i) for i in (1, 2)
     ]
-    assert backend.task_range("localprobe", "train", -2) == backend.tasks("localprobe", "train")[-2:]
+    every = backend.tasks("localprobe", "train")
+    assert backend.task_range("localprobe", "train", -2) == every[-2:]
 
 
 def test_returned_tasks_are_copies(backend: LocalBackend) -> None:
@@ -354,7 +365,8 @@ def test_index_only_environment(backend: LocalBackend) -> None:
     ],
 )
 def test_unknown_split(backend: LocalBackend, call: Callable[[LocalBackend], Any]) -> None:
-    with pytest.raises(OrsRequestError, match="Invalid split; math has splits: train, test") as info:
+    expected = "Invalid split; math has splits: train, test"
+    with pytest.raises(OrsRequestError, match=expected) as info:
         call(backend)
     assert info.value.status_code == 400
 
@@ -396,15 +408,15 @@ def test_episode(backend: LocalBackend) -> None:
 
     sync = backend.call("localprobe", sid, "sync_echo", {"text": "hi"})
     assert sync == RunToolSuccess(
-        output=OrsToolOutput(
-            blocks=[OrsTextBlock(text="hi")], metadata={"main_thread": False}, reward=0.5
-        )
+        output=OrsToolOutput(blocks=[OrsTextBlock(text="hi")], metadata={"n": 1}, reward=0.5)
     )
     async_ = backend.call("localprobe", sid, "async_echo", {"text": "yo"})
     assert isinstance(async_, RunToolSuccess)
-    # Async tools run on the loop, which the calling (here: main) thread drives itself.
-    assert async_.output.metadata == {"main_thread": True}
     assert async_.output.reward == 1.0 and type(async_.output.reward) is float
+    # Sync tools keep the SDK's thread hop; async ones run on the loop, which the
+    # calling (here: main) thread drives itself, with no hop.
+    assert text_of(backend.call("localprobe", sid, "sync_thread", {})) == "False"
+    assert text_of(backend.call("localprobe", sid, "async_thread", {})) == "True"
 
     end = backend.call("localprobe", sid, "end", {})
     assert isinstance(end, RunToolSuccess) and end.output.finished
@@ -658,7 +670,8 @@ def test_four_threads_share_one_session(backend: LocalBackend) -> None:
 
     def worker(i: int) -> None:
         for j in range(20):
-            results.append(text_of(backend.call("localprobe", sid, "sync_echo", {"text": f"{i}.{j}"})))
+            result = backend.call("localprobe", sid, "sync_echo", {"text": f"{i}.{j}"})
+            results.append(text_of(result))
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
     for t in threads:
@@ -681,6 +694,48 @@ def test_a_tool_calling_its_own_backend_fails_instead_of_hanging() -> None:
         b.close()
 
 
+def test_sessions_closed_at_interpreter_exit_are_torn_down() -> None:
+    # An env's finaliser or an atexit handler may close the backend after the worker
+    # threads the SDK runs sync hooks in are gone; teardown() must still run.
+    script = textwrap.dedent(
+        """
+        import atexit
+        from openreward.environments import Environment, TextBlock, ToolOutput, tool
+        from ors_gym.backends.local import LocalBackend
+
+        class Exiting(Environment):
+            @classmethod
+            def list_splits(cls):
+                return ["train"]
+
+            @classmethod
+            def list_tasks(cls, split):
+                return [{}]
+
+            def get_prompt(self):
+                return [TextBlock(text="hi")]
+
+            def teardown(self):  # sync: normally run in a worker thread
+                print("TEARDOWN", flush=True)
+
+            @tool
+            async def noop(self) -> ToolOutput:
+                return ToolOutput(blocks=[])
+
+        backend = LocalBackend(Exiting)
+        backend.create_session("exiting", task_spec={})
+        atexit.register(backend.close)
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, OPENREWARD_DISABLE_UPDATE_CHECK="1"), check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["TEARDOWN"]
+    assert "failed" not in proc.stderr
+
+
 # -- pickling and worker processes --------------------------------------------------------------
 
 
@@ -701,7 +756,7 @@ class TinyEchoEnv(gym.Env[np.ndarray, int]):
     """A minimal Gym env over a LocalBackend (OrsEnv is tested elsewhere)."""
 
     observation_space = gym.spaces.Box(0, 1e9, shape=(1,), dtype=np.float64)
-    action_space = gym.spaces.Discrete(4)
+    action_space = gym.spaces.Discrete(4)  # type: ignore[assignment]
 
     def __init__(self, backend: LocalBackend) -> None:
         self.backend = backend
@@ -727,7 +782,10 @@ class TinyEchoEnv(gym.Env[np.ndarray, int]):
         return np.array([length]), 0.0, False, False, {"pid": os.getpid()}
 
     def close(self) -> None:
-        self.backend.close()
+        # Only this env's session: gymnasium builds and closes a dummy env in the parent.
+        if self.sid is not None:
+            self.backend.delete_session(self.sid)
+            self.sid = None
 
 
 @pytest.mark.parametrize(
@@ -753,7 +811,7 @@ def test_async_vector_env_workers(context: str) -> None:
     backend.close()
 
 
-# -- quiet ------------------------------------------------------------------------------------------
+# -- quiet ---------------------------------------------------------------------------------
 
 
 def test_no_line_per_call_on_stdout(capfd: pytest.CaptureFixture[str]) -> None:
@@ -804,7 +862,7 @@ def _python(script: str, **env_changes: str | None) -> str:
     return proc.stdout
 
 
-# -- parity with the real HTTP server ----------------------------------------------------------------
+# -- parity with the real HTTP server -----------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -828,17 +886,17 @@ def _script(b: Backend) -> list[Any]:
     """The same calls, in order, against either backend."""
     out: list[Any] = [b.list_environments()]
     for env in b.list_environments():
-        out += [_outcome(lambda env=env: b.tools(env)), _outcome(lambda env=env: b.splits(env))]
+        out += [_outcome(partial(b.tools, env)), _outcome(partial(b.splits, env))]
         split = b.splits(env)[0].name
         for fn in (
-            lambda: b.tasks(env, split),
-            lambda: b.num_tasks(env, split),
-            lambda: b.task(env, split, 0),
-            lambda: b.task(env, split, -1),
-            lambda: b.task(env, split, 10**6),
-            lambda: b.task_range(env, split, 1, 3),
-            lambda: b.task_range(env, split, -2, None),
-            lambda: b.tasks(env, "nope"),
+            partial(b.tasks, env, split),
+            partial(b.num_tasks, env, split),
+            partial(b.task, env, split, 0),
+            partial(b.task, env, split, -1),
+            partial(b.task, env, split, 10**6),
+            partial(b.task_range, env, split, 1, 3),
+            partial(b.task_range, env, split, -2, None),
+            partial(b.tasks, env, "nope"),
         ):
             out.append(_outcome(fn))
     out.append(_outcome(lambda: b.tools("nosuch")))
@@ -858,7 +916,7 @@ def _script(b: Backend) -> list[Any]:
             )
         )
         for name, args in calls:
-            out.append(_outcome(lambda name=name, args=args: b.call(env, sid, name, args)))
+            out.append(_outcome(partial(b.call, env, sid, name, args)))
         b.delete_session(sid)
         out.append(_outcome(lambda: b.call(env, sid, calls[0][0], calls[0][1])))
         out.append(_outcome(lambda: b.ping(sid)))
@@ -934,7 +992,7 @@ def test_error_messages_carry_the_servers_words(parity_server: ServerThread) -> 
     try:
         for b in (local, http):
             sid = b.create_session("echo", split="train", index=0)
-            with pytest.raises(OrsToolError, match="raised.*: on purpose"):
+            with pytest.raises(OrsToolError, match=r"raised.*: on purpose"):
                 b.call("echo", sid, "fail", {"message": "on purpose"})
             bad = b.create_session("localprobe", task_spec={"fail_setup": True, "token": "m"})
             with pytest.raises(OrsServerError, match="RuntimeError: setup exploded"):

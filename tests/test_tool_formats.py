@@ -254,11 +254,6 @@ def test_text_and_responses_outputs_step_orsenv_as_they_are(make_env: Any, fmt: 
     assert terminated and reward == 1.0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OrsEnv.step does not yet accept whole assistant messages / content-block lists; "
-    "the lead adds `parse_action(as_action(action))` (remove this marker then)",
-)
 @pytest.mark.parametrize("fmt", ["openai", "anthropic"])
 def test_client_messages_step_orsenv_as_they_are(fmt: str) -> None:
     env = OrsEnv(env_class="ors_gym.envs.math:Math")

@@ -1,41 +1,76 @@
-"""The sans-IO half of the HTTP backend: what to send, how to read answers, when to retry.
+"""The sans-IO half of the HTTP backends: what to send, how to read answers, when to retry.
 
-Nothing here touches a socket or a clock of its own, so the synchronous
-``HttpBackend`` and a future async twin share it, and the retry rules are
-unit-testable without a server or a sleep. Wire details: /work/shared/ors-protocol.md.
+Nothing here touches a socket, and time comes from a clock the transport
+passes in. Every backend method is written once, as a generator in ``Ops``
+that yields transport steps (``Fetch`` a JSON answer, ``Stream`` an SSE
+answer, ``Sleep`` before a retry) and receives what happened (``Answer``,
+``Streamed``, ``Failure``). The synchronous ``HttpBackend`` and the asyncio
+``AsyncHttpBackend`` only perform those steps, so the retry and resume
+decisions, request building and result parsing are shared, and testable
+without a server or a sleep. Wire details: /work/shared/ors-protocol.md.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+import logging
+import uuid
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from ors_gym.errors import (
+    OrsConnectionError,
     OrsError,
     OrsHTTPError,
     OrsProtocolError,
     OrsRequestError,
     OrsServerError,
     OrsSessionExpired,
+    OrsTimeoutError,
+    OrsToolError,
+    redact_url,
+)
+from ors_gym.protocol import (
+    Block,
+    CallResult,
+    GroupScore,
+    ListToolsOutput,
+    Message,
+    Split,
+    parse,
 )
 
 __all__ = [
+    "MISSING",
     "RETRY_STATUSES",
     "SAFE_BEFORE_ACK",
+    "Answer",
+    "BodyBuffer",
+    "Failure",
+    "Fetch",
+    "Op",
+    "Ops",
     "RetryBudget",
     "RetryHint",
+    "Settings",
+    "Sleep",
+    "Stream",
     "StreamAssembler",
+    "Streamed",
     "Where",
     "build_headers",
+    "check_keepalive",
     "decode_json",
     "encode_json",
     "error_detail",
     "parse_retry_after",
+    "require_sse",
     "retry_hint",
     "secrets_header",
+    "split_base_url",
     "status_error",
 ]
 
@@ -51,6 +86,12 @@ MAX_DELAY = 30.0
 STARTING_POLL = 2.0
 #: Longest server detail quoted in an error (an SDK 500 may carry a traceback).
 _DETAIL_LIMIT = 2000
+#: The SDK server sends ``: ping`` every 10 s while a tool runs; this much silence
+#: on a tool-call stream means the connection is dead, so the call is resumed.
+HEARTBEAT_S = 45.0
+
+logger = logging.getLogger("ors_gym.http")
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -288,7 +329,14 @@ class StreamAssembler:
     ``: ping`` comments never reach it (the SSE parser drops them).
     """
 
-    def __init__(self, *, max_bytes: int, what: str, where: Where) -> None:
+    def __init__(
+        self,
+        *,
+        max_bytes: int,
+        what: str,
+        where: Where,
+        deadline: Callable[[], None] | None = None,
+    ) -> None:
         self.max_bytes = max_bytes
         self.what = what
         self.where = where
@@ -297,9 +345,19 @@ class StreamAssembler:
         self._parts: list[str] = []
         self._size = 0
         self.done = False
+        self._deadline = deadline
 
     def feed(self, event: str, data: str) -> bool:
-        """Take one event; True once the answer is complete (``end`` or ``error``)."""
+        """Take one event; True once the answer is complete (``end`` or ``error``).
+
+        Raises OrsTimeoutError after an event that leaves the answer incomplete
+        once the call's deadline (``call_timeout``) has passed.
+        """
+        if not self._feed(event, data) and self._deadline is not None:
+            self._deadline()
+        return self.done
+
+    def _feed(self, event: str, data: str) -> bool:
         if event == "task_id":
             self.task_id = data.strip()
         elif event in ("chunk", "end"):
@@ -328,3 +386,670 @@ class StreamAssembler:
                 f"{len(self._parts)} chunk(s), {len(text)} characters",
                 **self.where.kw(),
             ) from None
+
+
+# -- settings ---------------------------------------------------------------------------
+
+
+def split_base_url(base_url: str, owner: str = "HttpBackend") -> tuple[str, tuple[str, str] | None]:
+    """``base_url`` without user-info and trailing slash, and that user-info as basic auth.
+
+    User-info in the URL becomes basic auth, so no URL that is logged carries it.
+    """
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ValueError(
+            f"{owner} base_url must be an http(s) URL such as 'http://127.0.0.1:8080', "
+            f"got {redact_url(str(base_url))!r}"
+        )
+    parts = urlsplit(base_url)
+    auth = (
+        (unquote(parts.username or ""), unquote(parts.password or ""))
+        if parts.username or parts.password
+        else None
+    )
+    return (redact_url(base_url) or base_url).rstrip("/"), auth
+
+
+def check_keepalive(interval: float | None) -> None:
+    """Reject a keepalive interval that is not positive (None turns keepalive off)."""
+    if interval is not None and interval <= 0:
+        raise ValueError(f"keepalive_interval must be positive or None (off), got {interval}")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What both transports share: where the server is and how patient to be.
+
+    ``owner`` names the backend class in messages that tell the user which
+    setting to change. The API key is never part of the repr.
+    """
+
+    location: str
+    api_key: str | None = field(default=None, repr=False)
+    timeout: float = 30.0
+    connect_timeout: float = 5.0
+    call_timeout: float | None = None
+    max_retries: int = 5
+    backoff: float = 0.5
+    starting_ride_out: float = 600.0
+    max_response_bytes: int = 64 * 1024 * 1024
+    owner: str = "HttpBackend"
+
+    def __post_init__(self) -> None:
+        for name, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
+            if value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
+        if self.call_timeout is not None and self.call_timeout <= 0:
+            raise ValueError(f"call_timeout must be positive or None, got {self.call_timeout}")
+        if self.max_response_bytes <= 0:
+            raise ValueError(
+                f"max_response_bytes must be positive, got {self.max_response_bytes}"
+            )
+        if self.max_retries < 0 or self.backoff < 0:
+            raise ValueError("max_retries and backoff must not be negative")
+
+
+# -- transport steps: what an operation asks its transport to do -------------------------
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """Send one request and read its whole answer (capped by ``BodyBuffer``).
+
+    ``timeout`` overrides the settings' ``timeout`` for this request.
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    content: bytes | None
+    timeout: float | None
+    what: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class Stream:
+    """POST ``content`` and read the SSE answer, feeding every event to ``sink``
+    until ``sink.feed`` returns True (then read the stream to its end).
+
+    ``read_timeout`` is the longest silence allowed between two bytes.
+    """
+
+    path: str
+    headers: dict[str, str]
+    content: bytes
+    read_timeout: float
+    sink: StreamAssembler
+    what: str
+    where: Where
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait ``seconds`` before the next attempt."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An HTTP answer: to a ``Fetch``, or a ``Stream`` whose status was not 200."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    elapsed: float = 0.0
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A ``Stream`` answered 200 and was read until its sink was done or the stream ended."""
+
+    elapsed: float = 0.0
+
+
+FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A request that got no HTTP answer.
+
+    ``refused`` and ``connect_timeout`` prove the request never left this
+    machine (``not_sent``); ``read_timeout`` is silence from a connected server;
+    ``timeout`` any other timeout (write, pool); ``broken`` a dropped connection.
+    """
+
+    kind: FailureKind
+    error_type: str
+    detail: str
+
+    @property
+    def not_sent(self) -> bool:
+        return self.kind in ("refused", "connect_timeout")
+
+
+Step = Fetch | Stream | Sleep
+Reply = Answer | Streamed | Failure | None
+#: A backend operation: yields steps, is sent what happened, returns the result.
+Op = Generator[Step, Reply, _T]
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+#: What ``Ops.request`` returns for a status listed in its ``fallback``.
+MISSING: Any = _Missing()
+
+
+class BodyBuffer:
+    """Collects an answer's body, raising OrsProtocolError past ``max_bytes``."""
+
+    def __init__(self, max_bytes: int, what: str, where: Where) -> None:
+        self.max_bytes = max_bytes
+        self.what = what
+        self.where = where
+        self._body = bytearray()
+
+    def add(self, piece: bytes) -> None:
+        self._body += piece
+        if len(self._body) > self.max_bytes:
+            raise OrsProtocolError(
+                f"{self.what}: the answer exceeds max_response_bytes={self.max_bytes}",
+                **self.where.kw(),
+            )
+
+    def value(self) -> bytes:
+        return bytes(self._body)
+
+
+def require_sse(content_type: str, what: str, where: Where) -> None:
+    """Raise OrsProtocolError unless a 200 answer to ``/call`` is an SSE stream."""
+    mime = content_type.partition(";")[0].strip().lower()
+    if mime != "text/event-stream":
+        raise OrsProtocolError(
+            f"{what}: expected an SSE stream (text/event-stream), got {mime or 'none'!r}; "
+            "check the URL points at an ORS server",
+            **where.kw(),
+        )
+
+
+def _log(method: str, path: str, status: int, elapsed: float) -> None:
+    logger.debug("%s %s -> %d in %.1f ms", method, path, status, elapsed * 1000)
+
+
+# -- operations: every backend method, written once ---------------------------------------
+
+
+class Ops:
+    """The ORS client protocol as sans-IO operations, shared by both HTTP backends.
+
+    Each public method returns an ``Op`` generator; a transport drives it with
+    ``send`` until ``StopIteration`` carries the result. State kept here (the
+    server's environment names, whether it has ``/messages``) is per backend.
+    ``clock`` is the transport's monotonic clock (seconds).
+    """
+
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.env_names: list[str] | None = None
+        self.messages_missing = False
+
+    @property
+    def location(self) -> str:
+        return self.settings.location
+
+    def where(
+        self, env_name: str | None = None, session_id: str | None = None, tool: str | None = None
+    ) -> Where:
+        return Where(self.settings.location, env_name, session_id, tool)
+
+    def _budget(self, max_retries: int | None = None) -> RetryBudget:
+        s = self.settings
+        return RetryBudget(
+            max_retries=s.max_retries if max_retries is None else max_retries,
+            backoff=s.backoff,
+            starting_ride_out=s.starting_ride_out,
+            started=self.clock(),
+        )
+
+    # -- errors for requests that got no answer -------------------------------------------
+
+    def transport_error(self, what: str, where: Where, failure: Failure) -> OrsConnectionError:
+        s = self.settings
+        if failure.kind == "connect_timeout":
+            return OrsTimeoutError(
+                f"cannot reach the ORS server at {s.location}: no connection within "
+                f"connect_timeout={s.connect_timeout} s; is it running? raise "
+                f"{s.owner}(connect_timeout=...) for a slow network",
+                **where.kw(),
+            )
+        if failure.kind == "refused":
+            return OrsConnectionError(
+                f"cannot reach the ORS server at {s.location}: {failure.detail}; is it "
+                "running? start one with `ors-gym serve`",
+                **where.kw(),
+            )
+        return OrsConnectionError(
+            f"{what}: the connection to {s.location} failed "
+            f"({failure.error_type}: {failure.detail})",
+            **where.kw(),
+        )
+
+    def timeout_error(self, what: str, where: Where, failure: Failure) -> OrsTimeoutError:
+        s = self.settings
+        return OrsTimeoutError(
+            f"{what}: no answer from {s.location} within timeout={s.timeout} s "
+            f"({failure.error_type}); raise {s.owner}(timeout=...) if the server is slow",
+            **where.kw(),
+        )
+
+    def _check_deadline(self, deadline: float, what: str, where: Where) -> None:
+        if self.clock() >= deadline:
+            s = self.settings
+            raise OrsTimeoutError(
+                f"{what} did not finish within call_timeout={s.call_timeout} s; the tool may "
+                f"still be running on the server. Raise {s.owner}(call_timeout=...) or pass "
+                "None to wait as long as the server keeps the stream alive",
+                **where.kw(),
+            )
+
+    # -- one request, retried ----------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        where: Where,
+        body: Any = None,
+        session: bool = False,
+        secrets: Mapping[str, str] | None = None,
+        fallback: frozenset[int] = frozenset(),
+        max_retries: int | None = None,
+        timeout: float | None = None,
+    ) -> Op[Any]:
+        """One JSON request with retries; returns the decoded answer.
+
+        Answers with a status in ``fallback`` return ``MISSING`` instead of raising.
+        Every request used here is idempotent (``/create`` carries a client-made
+        session id), so a dropped connection is retried like a refused one; a
+        timeout is not (the server is slow, and asking again would not help).
+        """
+        headers = build_headers(
+            api_key=self.settings.api_key, session_id=where.session_id, secrets=secrets
+        )
+        content = None if body is None else encode_json(body, what=what)
+        budget = self._budget(max_retries)
+        fetch = Fetch(method, path, headers, content, timeout, what, where)
+        while True:
+            hint: RetryHint | None = None
+            reply = yield fetch
+            if isinstance(reply, Failure):
+                if reply.kind in ("read_timeout", "timeout"):
+                    raise self.timeout_error(what, where, reply)
+                failure: OrsError = self.transport_error(what, where, reply)
+            else:
+                assert isinstance(reply, Answer), reply
+                status = reply.status
+                _log(method, path, status, reply.elapsed)
+                if 200 <= status < 300:
+                    return decode_json(
+                        reply.body, reply.headers.get("content-type", ""), what=what, where=where
+                    )
+                if status in fallback:
+                    return MISSING
+                failure = status_error(
+                    status, error_detail(reply.body), what=what, where=where, session=session
+                )
+                hint = retry_hint(status, reply.headers)
+                if hint is None:
+                    raise failure
+            delay = budget.next_delay(hint, self.clock())
+            if delay is None:
+                raise failure
+            logger.debug("%s %s: retry %d in %.2f s (%s)", method, path, budget.attempts,
+                         delay, failure.message)
+            yield Sleep(delay)
+
+    def stream(self, path: str, body: dict[str, Any], *, what: str, where: Where) -> Op[Any]:
+        """POST a ``/call``-style request and reassemble its SSE answer, resuming drops.
+
+        Once the server acknowledged the call (``task_id`` event), a dropped stream
+        is re-POSTed with that id and the server replays or awaits the one run.
+        Before that, the request is resent only if it surely never arrived
+        (connection refused, 429, 503): otherwise the tool may have run.
+        """
+        s = self.settings
+        headers = build_headers(api_key=s.api_key, session_id=where.session_id)
+        budget = self._budget()
+        deadline = None if s.call_timeout is None else self.clock() + s.call_timeout
+        task_id: str | None = None
+        while True:
+            hint: RetryHint | None = None
+            safe = False  # the failure proves the call did not run
+            read_timeout = HEARTBEAT_S
+            if deadline is not None:
+                read_timeout = min(read_timeout, max(deadline - self.clock(), 0.001))
+            sent_task_id = task_id
+            sink = StreamAssembler(
+                max_bytes=s.max_response_bytes,
+                what=what,
+                where=where,
+                deadline=None if deadline is None else _Deadline(self, deadline, what, where),
+            )
+            content = encode_json({**body, "task_id": sent_task_id}, what=what)
+            reply = yield Stream(path, headers, content, read_timeout, sink, what, where)
+            task_id = sink.task_id or task_id
+            if isinstance(reply, Streamed):
+                _log("POST", path, 200, reply.elapsed)
+                if sink.done:
+                    return self._finish_stream(sink, sent_task_id, what, where)
+                failure: OrsError = OrsConnectionError(
+                    f"{what}: the stream ended before its result", **where.kw()
+                )
+            elif isinstance(reply, Answer):
+                _log("POST", path, reply.status, reply.elapsed)
+                failure = status_error(
+                    reply.status, error_detail(reply.body), what=what, where=where, session=True
+                )
+                hint = retry_hint(reply.status, reply.headers)
+                if hint is None:
+                    raise failure
+                safe = reply.status in SAFE_BEFORE_ACK
+            else:
+                assert isinstance(reply, Failure), reply
+                if deadline is not None:
+                    self._check_deadline(deadline, what, where)
+                if reply.kind == "read_timeout":
+                    failure = OrsConnectionError(
+                        f"{what}: the stream went silent for {read_timeout:.0f} s although "
+                        "the server pings every 10 s",
+                        **where.kw(),
+                    )
+                else:
+                    failure = self.transport_error(what, where, reply)
+                safe = reply.not_sent
+            if task_id is None and not safe:
+                if hint is not None:
+                    raise failure  # a 502/504 before the acknowledgement: it may have run
+                raise OrsConnectionError(
+                    f"{failure.message}; the server had not acknowledged the call, so "
+                    "ors_gym cannot know whether the tool ran and does not resend it "
+                    "(it could run twice); the episode's state is uncertain, call reset()",
+                    **where.kw(),
+                )
+            delay = budget.next_delay(hint, self.clock())
+            if delay is None:
+                raise failure
+            if deadline is not None:
+                delay = min(delay, max(deadline - self.clock(), 0.0))
+            logger.debug("POST %s: %s; %s in %.2f s", path, failure.message,
+                         "resuming" if task_id else "retrying", delay)
+            yield Sleep(delay)
+
+    def _finish_stream(
+        self, sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where
+    ) -> Any:
+        if sink.error is None:
+            return sink.result()
+        if sent_task_id is not None and sink.error.strip() == "unknown task_id":
+            raise OrsConnectionError(
+                f"{what}: the stream dropped and the server no longer knows call "
+                f"{sent_task_id} (it restarted, or the result expired 60 s after the tool "
+                "finished); the tool may have run, call reset()",
+                **where.kw(),
+            )
+        raise OrsToolError(
+            f"{what} raised on the server: {sink.error}. The tool raised on the "
+            "server; this is a bug in the environment, not the agent",
+            **where.kw(),
+        )
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def _get(self, path: str) -> Op[Any]:
+        return self.request("GET", path, what=f"GET {path}", where=self.where())
+
+    def health(self) -> Op[dict[str, Any]]:
+        """``/health``: ``{"status": "ok"}`` when the server is up."""
+        answer = yield from self._get("/health")
+        return dict(parse(dict[str, Any], answer, what="/health answer", where=self.location))
+
+    def version(self) -> Op[dict[str, Any]]:
+        """``/version``: the server SDK's ``version`` and ``build_sha``."""
+        answer = yield from self._get("/version")
+        return dict(parse(dict[str, Any], answer, what="/version answer", where=self.location))
+
+    def list_environments(self) -> Op[list[str]]:
+        """Environment names, lower-cased; the first is the default. Cached."""
+        names = self.env_names
+        if names is None:
+            answer = yield from self._get("/list_environments")
+            names = parse(list[str], answer, what="/list_environments answer",
+                          where=self.location)
+            names = self.env_names = [name.lower() for name in names]
+        return list(names)
+
+    def env(self, env_name: str) -> Op[str]:
+        """The path segment for ``env_name``; raises OrsRequestError if the server lacks it.
+
+        The server redirects unknown names to its default environment, which would
+        end in a generic 404, so names are checked against ``/list_environments``.
+        """
+        if not isinstance(env_name, str) or not env_name:
+            raise OrsRequestError(
+                f"environment name must be a non-empty str, got {env_name!r}",
+                server=self.location,
+            )
+        key = env_name.lower()
+        names = self.env_names
+        if names is not None and key in names:  # the hot path: nothing to ask
+            return key
+        names = yield from self.list_environments()
+        if key in names:
+            return key
+        self.env_names = None  # the server may have restarted with other environments
+        names = yield from self.list_environments()
+        if key in names:
+            return key
+        err = OrsRequestError(
+            f"unknown environment {env_name!r}; this server has: {', '.join(names) or '(none)'}",
+            server=self.location,
+            env_name=env_name,
+        )
+        err.status_code = 404
+        raise err
+
+    def tools(self, env_name: str) -> Op[ListToolsOutput]:
+        """The environment's shared tools and its terminal tool."""
+        env = yield from self.env(env_name)
+        answer = yield from self.request("GET", f"/{env}/tools", what=f"GET /{env}/tools",
+                                         where=self.where(env))
+        return parse(ListToolsOutput, answer, what=f"/{env}/tools answer", where=self.location)
+
+    def splits(self, env_name: str) -> Op[list[Split]]:
+        """The task splits, in the server's order."""
+        env = yield from self.env(env_name)
+        answer = yield from self.request("GET", f"/{env}/splits", what=f"GET /{env}/splits",
+                                         where=self.where(env))
+        return parse(list[Split], answer, what=f"/{env}/splits answer", where=self.location)
+
+    def _post_field(self, env: str, endpoint: str, body: dict[str, Any], key: str) -> Op[Any]:
+        what = f"POST /{env}/{endpoint}"
+        answer = yield from self.request("POST", f"/{env}/{endpoint}", what=what,
+                                         where=self.where(env), body=body)
+        if not isinstance(answer, dict) or key not in answer:
+            raise OrsProtocolError(
+                f"malformed {what} answer: no {key!r} field", server=self.location, env_name=env
+            )
+        return answer[key]
+
+    def tasks(self, env_name: str, split: str) -> Op[list[dict[str, Any]]]:
+        """Every task of ``split``; raises OrsRequestError for index-only environments."""
+        env = yield from self.env(env_name)
+        tasks = yield from self._post_field(env, "tasks", {"split": split}, "tasks")
+        return parse(list[dict[str, Any]], tasks, what=f"/{env}/tasks answer",
+                     where=self.location)
+
+    def num_tasks(self, env_name: str, split: str) -> Op[int]:
+        """How many tasks ``split`` has."""
+        env = yield from self.env(env_name)
+        count = yield from self._post_field(env, "num_tasks", {"split": split}, "num_tasks")
+        return int(parse(int, count, what=f"/{env}/num_tasks answer", where=self.location))
+
+    def task(self, env_name: str, split: str, index: int) -> Op[dict[str, Any]]:
+        """Task ``index`` of ``split`` (negative counts from the end)."""
+        env = yield from self.env(env_name)
+        task = yield from self._post_field(env, "task", {"split": split, "index": index}, "task")
+        return dict(parse(dict[str, Any], task, what=f"/{env}/task answer", where=self.location))
+
+    def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> Op[list[dict[str, Any]]]:
+        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
+        env = yield from self.env(env_name)
+        body = {"split": split, "start": start, "stop": stop}
+        tasks = yield from self._post_field(env, "task_range", body, "tasks")
+        return parse(list[dict[str, Any]], tasks, what=f"/{env}/task_range answer",
+                     where=self.location)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> Op[str]:
+        """Open a session for a task; returns its id (a uuid4 made here, which the
+        protocol allows, saving the ``/create_session`` round trip)."""
+        if (task_spec is None) == (split is None and index is None):
+            raise ValueError(
+                "create_session needs either task_spec=... or split=... and index=..., "
+                "not both and not neither"
+            )
+        if task_spec is None and (split is None or index is None):
+            raise ValueError("create_session needs both split=... and index=... together")
+        env = yield from self.env(env_name)
+        sid = str(uuid.uuid4())
+        body: dict[str, Any] = {"env_name": env}
+        if task_spec is not None:
+            body["task_spec"] = dict(task_spec)
+        else:
+            body.update(split=split, index=index)
+        try:
+            yield from self.request("POST", "/create", what=f"create a {env} session",
+                                    where=self.where(env, sid), body=body, secrets=secrets)
+        except OrsRequestError as exc:
+            # Only a resent /create whose first attempt got through meets our own uuid4.
+            if exc.status_code != 400 or "already exists" not in exc.message:
+                raise
+        return sid
+
+    def _session_get(self, env: str, endpoint: str, session_id: str) -> Op[Any]:
+        return self.request("GET", f"/{env}/{endpoint}", what=f"GET /{env}/{endpoint}",
+                            where=self.where(env, session_id), session=True)
+
+    def prompt(self, env_name: str, session_id: str) -> Op[list[Block]]:
+        """The first observation, as blocks."""
+        env = yield from self.env(env_name)
+        answer = yield from self._session_get(env, "prompt", session_id)
+        return parse(list[Block], answer, what=f"/{env}/prompt answer", where=self.location)
+
+    def messages(self, env_name: str, session_id: str) -> Op[list[Message]]:
+        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
+        env = yield from self.env(env_name)
+        if not self.messages_missing:
+            answer = yield from self.request(
+                "GET", f"/{env}/messages", what=f"GET /{env}/messages",
+                where=self.where(env, session_id), session=True,
+                fallback=frozenset({404, 405}),
+            )
+            if answer is not MISSING:
+                return parse(list[Message], answer, what=f"/{env}/messages answer",
+                             where=self.location)
+        blocks = yield from self.prompt(env, session_id)  # OrsSessionExpired if that was the 404
+        if not self.messages_missing:
+            logger.debug("%s has no /messages; using /prompt from now on", self.location)
+            self.messages_missing = True
+        return [Message(role="user", blocks=list(blocks))]
+
+    def task_tools(self, env_name: str, session_id: str) -> Op[ListToolsOutput]:
+        """Shared tools plus this task's own tools."""
+        env = yield from self.env(env_name)
+        answer = yield from self._session_get(env, "task_tools", session_id)
+        return parse(ListToolsOutput, answer, what=f"/{env}/task_tools answer",
+                     where=self.location)
+
+    def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> Op[CallResult]:
+        """One tool call; agent mistakes are ``RunToolError``, a raising tool OrsToolError."""
+        env = yield from self.env(env_name)
+        answer = yield from self.stream(
+            f"/{env}/call",
+            {"name": name, "input": dict(arguments)},
+            what=f"tool call {name!r}",
+            where=self.where(env, session_id, name),
+        )
+        return parse(CallResult, answer, what=f"/{env}/call result", where=self.location)
+
+    def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> Op[list[GroupScore]]:
+        """Score candidate transcripts, index-aligned."""
+        env = yield from self.env(env_name)
+        answer = yield from self.stream(
+            f"/{env}/score_group",
+            {"candidates": [dict(c) for c in candidates]},
+            what="score_group",
+            where=self.where(env, session_id),
+        )
+        if not isinstance(answer, dict) or "scores" not in answer:
+            raise OrsProtocolError("malformed /score_group result: no 'scores' field",
+                                   server=self.location, env_name=env, session_id=session_id)
+        return parse(list[GroupScore], answer["scores"], what="/score_group result",
+                     where=self.location)
+
+    def delete(
+        self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None
+    ) -> Op[None]:
+        """End the session; a session (or server) already gone is not an error."""
+        try:
+            yield from self.request("POST", "/delete", what="delete the session",
+                                    where=self.where(session_id=session_id), session=True,
+                                    max_retries=max_retries, timeout=timeout)
+        except (OrsSessionExpired, OrsConnectionError) as exc:
+            logger.debug("delete of session %s skipped: %s", session_id, exc.message)
+
+    def ping(
+        self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None
+    ) -> Op[None]:
+        """Keep the session alive; raises OrsSessionExpired once it is gone."""
+        yield from self.request("POST", "/ping", what="ping the session",
+                                where=self.where(session_id=session_id), session=True,
+                                max_retries=max_retries, timeout=timeout)
+
+
+class _Deadline:
+    """The ``call_timeout`` check a ``StreamAssembler`` runs after each event."""
+
+    __slots__ = ("deadline", "ops", "what", "where")
+
+    def __init__(self, ops: Ops, deadline: float, what: str, where: Where) -> None:
+        self.ops = ops
+        self.deadline = deadline
+        self.what = what
+        self.where = where
+
+    def __call__(self) -> None:
+        self.ops._check_deadline(self.deadline, self.what, self.where)

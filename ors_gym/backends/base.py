@@ -10,10 +10,10 @@ keep per-session state (the keepalive set, an in-process instance) keyed by id.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ors_gym.protocol import Block, CallResult, ListToolsOutput, Message, Split
+from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
 __all__ = ["Backend"]
 
@@ -88,6 +88,12 @@ class Backend(Protocol):
         self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
     ) -> CallResult:
         """Run one tool call; agent mistakes come back as ``RunToolError``."""
+        ...
+
+    def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> list[GroupScore]:
+        """Score a group of candidate trajectories for this session's task (GRPO-style)."""
         ...
 
     def delete_session(self, session_id: str) -> None:

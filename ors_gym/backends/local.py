@@ -27,6 +27,7 @@ the loop and sessions are made again on first use, also in a forked child.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -401,10 +402,37 @@ class _Session:
             task.cancel()
             await asyncio.wait((task,))
         try:
-            await _sdk.run_user_callable(self.env.teardown)
+            await _run_hook(self.env.teardown)
         except Exception as exc:
             logger.warning("teardown() of a %s session failed: %s", self.env_name,
                            _exc_detail(exc), exc_info=exc)
+
+
+async def _run_hook(fn: Any) -> Any:
+    """``run_user_callable(fn)``, which also works while the interpreter exits.
+
+    A session closed at exit (an env's finaliser, an atexit handler) finds the
+    worker threads the SDK runs sync hooks in already shut down; the hook then
+    runs on the loop itself rather than not at all. A hook that started and
+    raised is never run twice.
+    """
+    if inspect.iscoroutinefunction(fn):
+        return await fn()
+    started = False
+
+    def marked() -> Any:
+        nonlocal started
+        started = True
+        return fn()
+
+    try:
+        return await _sdk.run_user_callable(marked)
+    except RuntimeError:
+        if started:
+            raise
+        logger.debug("no worker thread for %s (interpreter exiting); running it inline", fn)
+        result = fn()
+        return await result if inspect.isawaitable(result) else result
 
 
 async def _open(
@@ -481,7 +509,18 @@ class _LoopRunner:
         if outer is not None:
             asyncio._set_running_loop(None)
         try:
-            return loop.run_until_complete(aw)
+            if not asyncio.iscoroutine(aw):
+                return loop.run_until_complete(aw)
+            # One loop pass runs the task's first step, then the stop queued behind it:
+            # a call that never waits (most tool calls) costs one pass instead of the two
+            # run_until_complete makes (the second only runs its done-callback). A call
+            # that waits is carried on to completion.
+            task = loop.create_task(aw)
+            loop.call_soon(loop.stop)
+            loop.run_forever()
+            if not task.done():
+                return loop.run_until_complete(task)
+            return task.result()
         finally:
             if outer is not None:
                 asyncio._set_running_loop(outer)
@@ -553,7 +592,10 @@ def _finish_loop(loop: asyncio.AbstractEventLoop) -> None:
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
-        loop.run_until_complete(loop.shutdown_default_executor())
+        try:
+            loop.run_until_complete(loop.shutdown_default_executor())
+        except RuntimeError as exc:  # no new thread to wait in while the interpreter exits
+            logger.debug("default executor not shut down: %s", exc)
     finally:
         loop.close()
 

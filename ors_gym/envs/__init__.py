@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from ors_gym.envs.counter import Counter
     from ors_gym.envs.echo import Echo
     from ors_gym.envs.gridworld import GridWorld
+    from ors_gym.envs.judged import Judged
     from ors_gym.envs.latency import Latency
     from ors_gym.envs.math import Math
     from ors_gym.envs.qa import QA
@@ -34,6 +35,7 @@ __all__ = [
     "Counter",
     "Echo",
     "GridWorld",
+    "Judged",
     "Latency",
     "Math",
     "Toolbox",
@@ -49,6 +51,7 @@ BUNDLED: dict[str, str] = {
     "Toolbox": "ors_gym.envs.toolbox:Toolbox",
     "Echo": "ors_gym.envs.echo:Echo",
     "Latency": "ors_gym.envs.latency:Latency",
+    "Judged": "ors_gym.envs.judged:Judged",
 }
 
 #: The environment a server of all bundled environments serves at ``/``.

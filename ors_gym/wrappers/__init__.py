@@ -4,6 +4,8 @@
 - ``ImageObservation``: the observation's image as a fixed-size ``uint8`` Box.
 - ``TextVector``: the observation's text as a feature-hashed ``float32`` vector.
 - ``MetadataVector``: named numbers from tool metadata / block detail as a ``float32`` Box.
+- ``Conversation``: the whole conversation so far as the observation (OpenAI/Anthropic/ORS).
+- ``RecordTrajectories``: each episode written as a JSON line, loss-free; ``read_trajectories``.
 
 Typical use::
 
@@ -14,6 +16,7 @@ Typical use::
 from __future__ import annotations
 
 from ors_gym.wrappers.actions import DiscreteToolActions, enumerate_tool_calls
+from ors_gym.wrappers.conversation import Conversation, ConversationSpace
 from ors_gym.wrappers.observations import (
     ImageObservation,
     MetadataVector,
@@ -21,13 +24,19 @@ from ors_gym.wrappers.observations import (
     TextVector,
     hash_text,
 )
+from ors_gym.wrappers.recording import RecordTrajectories, read_trajectories, trajectory_messages
 
 __all__ = [
+    "Conversation",
+    "ConversationSpace",
     "DiscreteToolActions",
     "ImageObservation",
     "MetadataVector",
     "MissingValueError",
+    "RecordTrajectories",
     "TextVector",
     "enumerate_tool_calls",
     "hash_text",
+    "read_trajectories",
+    "trajectory_messages",
 ]

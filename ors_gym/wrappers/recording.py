@@ -114,7 +114,7 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
         ors = self.env.unwrapped
         self._episode = {
             "format": FORMAT,
-            "env_id": self.spec.id if self.spec is not None else None,
+            "env_id": getattr(getattr(ors, "spec", None), "id", None),
             "env_name": info.get("env_name"),
             "server": redact_url(getattr(ors, "location", None)),
             "task_spec": _jsonable(info.get("task_spec")),
