@@ -154,10 +154,7 @@ class Turn:
         self.reward += record["reward"]
         if len(self._queue) > 1:
             self.blocks.append(TextBlock(text=f"[{call.name}]"))
-        if isinstance(result, RunToolError):
-            self.blocks.append(TextBlock(text=f"Error: {record['error']}"))
-        else:
-            self.blocks.extend(result.output.blocks)
+        self.blocks.extend(record["blocks"])
         if record["finished"]:
             self.terminated = True
             self._done = True
@@ -242,7 +239,7 @@ class Turn:
 def call_record(
     call: ToolCall, result: CallResult, seconds: Elapsed, error_reward: float
 ) -> dict[str, Any]:
-    """The ``info["calls"]`` entry of one tool call."""
+    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks``)."""
     if isinstance(result, RunToolError):
         return {
             "name": call.name,
@@ -254,6 +251,7 @@ def call_record(
             "error": result.error,
             "error_reason": result.reason or "error",
             "seconds": seconds,
+            "blocks": [TextBlock(text=f"Error: {result.error}")],
         }
     out = result.output
     return {
@@ -266,6 +264,7 @@ def call_record(
         "error": None,
         "error_reason": None,
         "seconds": seconds,
+        "blocks": list(out.blocks),
     }
 
 

@@ -34,6 +34,7 @@ from ors_gym.errors import (
     OrsRequestError,
     OrsServerError,
     OrsSessionExpired,
+    OrsTimeoutError,
     OrsToolError,
 )
 from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks, observation_space
@@ -446,11 +447,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
             if self.on_error == "raise":
                 raise
             truncated = True
-            lost = isinstance(exc, (OrsConnectionError, OrsSessionExpired))
-            info["truncation_reason"] = "session_lost" if lost else "server_error"
+            info["truncation_reason"] = _truncation_reason(exc)
             info["error"] = str(exc)
             blocks.append(TextBlock(text=f"The episode ended: {exc}"))
-            if lost:  # nothing left to delete, and trying would wait on a dead server
+            if info["truncation_reason"] == "session_lost":
+                # Nothing left to delete, and trying would wait on a dead server. A timed-out
+                # session is kept: the server is alive, and reset()/close() delete it.
                 self._session.session_id = None
 
         if parsed.errors and not calls:
@@ -579,6 +581,15 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self._transcript.append(f"[{who}] {observation['text']}")
         if observation["images"]:
             self._last_image = observation["images"][-1]
+
+
+def _truncation_reason(exc: OrsError) -> str:
+    """Why an infrastructure failure ended the episode, for ``info["truncation_reason"]``."""
+    if isinstance(exc, OrsTimeoutError):
+        return "timeout"
+    if isinstance(exc, (OrsConnectionError, OrsSessionExpired)):
+        return "session_lost"
+    return "server_error"
 
 
 def _describe_action(parsed: ParsedAction) -> str:

@@ -57,7 +57,8 @@ from ors_gym.backends.base import Backend
 from ors_gym.env import NoToolCallPolicy, OnErrorPolicy, OrsEnv
 from ors_gym.errors import OrsConnectionError, OrsError
 from ors_gym.observations import DEFAULT_MAX_PIXELS
-from ors_gym.protocol import Block, CallResult, ListToolsOutput, Message, Split
+from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
+from ors_gym.tool_formats import as_action
 
 __all__ = ["EnvFn", "OrsVectorEnv", "make_env_fns"]
 
@@ -66,7 +67,7 @@ logger = logging.getLogger("ors_gym")
 _T = TypeVar("_T")
 
 #: Sessions per connection pool of the shared client (see ``ShardedTransport``).
-_SESSIONS_PER_SHARD = 4
+_SESSIONS_PER_SHARD = 2
 
 
 # -- constructors for gymnasium's SyncVectorEnv / AsyncVectorEnv ----------------------------
@@ -299,6 +300,11 @@ class _Blocking:
     ) -> CallResult:
         return self._loop.run(self._backend.call(env_name, session_id, name, arguments))
 
+    def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> list[GroupScore]:
+        return self._loop.run(self._backend.score_group(env_name, session_id, candidates))
+
     def delete_session(self, session_id: str) -> None:
         self._loop.run(self._backend.delete_session(session_id))
 
@@ -351,11 +357,36 @@ class _InfoBatch:
 
 def _batch_infos(infos: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
     """``(position, info)`` pairs batched into arrays of length ``n`` with ``_key`` masks,
-    exactly as gymnasium's vector envs batch them."""
+    as gymnasium's vector envs batch them.
+
+    Gymnasium types a key's array by the first value it meets, so ``index`` 2 in
+    one sub-env and None in the next (a reset by ``task_spec``) would fail; keys
+    whose values differ in type get an object array instead.
+    """
     batch = _InfoBatch(n)
-    out: dict[str, Any] = {}
+    out = _mixed_keys([info for _, info in infos], n)
     for position, info in infos:
         out = batch._add_info(out, info, position)
+    return out
+
+
+def _mixed_keys(infos: Sequence[Mapping[str, Any]], n: int) -> dict[str, Any]:
+    """Object arrays (and empty masks) for the keys whose values differ in type."""
+    out: dict[str, Any] = {}
+    kinds: dict[str, set[type]] = {}
+    for info in infos:
+        for key, value in info.items():
+            kinds.setdefault(key, set()).add(type(value))
+    for key, types in kinds.items():
+        if key == "final_obs":  # gymnasium keeps these as an object array already
+            continue
+        if dict in types and len(types) == 1:
+            nested = _mixed_keys([i[key] for i in infos if isinstance(i.get(key), dict)], n)
+            if nested:
+                out[key] = nested
+        elif len(types) > 1:
+            out[key] = np.full(n, None, dtype=object)
+            out[f"_{key}"] = np.zeros(n, dtype=np.bool_)
     return out
 
 
@@ -509,7 +540,7 @@ class OrsVectorEnv(VectorEnv):
         # Keep one idle connection per sub-env (and a few for discovery), so batches
         # reuse connections instead of reopening them.
         self._client = pooled_client(
-            max_connections, self.num_envs + 4, shards=max(1, self.num_envs // _SESSIONS_PER_SHARD)
+            max_connections, self.num_envs + 4, shards=-(-self.num_envs // _SESSIONS_PER_SHARD)
         )
         servers = [
             AsyncHttpBackend(url, api_key=reveal(api_key), client=self._client, **options)
@@ -723,8 +754,8 @@ class OrsVectorEnv(VectorEnv):
         if sub.session_id is None or sub.tools is None:
             raise RuntimeError(f"sub-env {i} has no open session; call reset() first")
         try:
-            return Turn(parse_action(action), self._rules, sub.tools, steps=sub.steps + 1,
-                        env_name=self.env_name)
+            return Turn(parse_action(as_action(action)), self._rules, sub.tools,
+                        steps=sub.steps + 1, env_name=self.env_name)
         except OrsError as exc:
             exc.add_note(f"the action of sub-env {i}")
             raise
@@ -779,7 +810,7 @@ class OrsVectorEnv(VectorEnv):
                 try:
                     result = await server.call(env, sid, call.name, call.arguments)
                 except OrsError as exc:
-                    raise exc.with_context(tool=call.name) from None
+                    raise exc.with_context(tool=call.name) from exc.__cause__
                 turn.record(call, result, time.perf_counter() - start)
         except RECOVERABLE as exc:
             exc.with_context(server=server.location, env_name=env, session_id=sid)
@@ -889,9 +920,10 @@ class OrsVectorEnv(VectorEnv):
         while len(futures) < at_least:
             for index, future in self._done.take(at_least - len(futures),
                                                  at_most - len(futures)):
-                if self._inflight.get(index) is future:  # else cancelled by a reset
+                pending = self._inflight.get(index)
+                if pending is not None and pending is future:  # else cancelled by a reset
                     del self._inflight[index]
-                    futures.append(future)
+                    futures.append(pending)
         errors = [e for f in futures if (e := f.exception()) is not None]
         outcomes = [f.result() for f in futures if f.exception() is None]
         self._absorb(outcomes)

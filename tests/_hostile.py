@@ -28,6 +28,7 @@ import time
 import zlib
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tests._fault_servers import UvicornThread
@@ -43,6 +44,7 @@ __all__ = [
     "png_bomb",
     "png_with_size",
     "redirect_loop",
+    "redirect_to",
     "sse",
     "streamed",
 ]
@@ -110,11 +112,13 @@ def streamed(
     status: int = 200,
     headers: dict[str, str] | None = None,
     interval: float = 0.0,
+    max_seconds: float = _STREAM_MAX_SECONDS,
 ) -> Responder:
     """``head``, then ``piece`` repeated (``total`` bytes of it, or without end), then ``tail``.
 
-    An endless stream stops when the client disconnects, or after 30 s or 2 GiB
-    (bounds of a hostile server we run ourselves, not limits the client relies on).
+    An endless stream stops when the client disconnects, or after ``max_seconds``
+    (30) or 2 GiB: bounds of a hostile server we run ourselves, not limits the
+    client may rely on.
     ``interval`` waits between pieces (e.g. a ``: ping`` comment every 50 ms).
     """
 
@@ -133,7 +137,7 @@ def streamed(
             await send({"type": "http.response.body", "body": head, "more_body": True})
             sent = 0
             limit = _STREAM_MAX_BYTES if total is None else total
-            stop_at = time.monotonic() + _STREAM_MAX_SECONDS
+            stop_at = time.monotonic() + max_seconds
             while sent < limit and not gone.is_set() and time.monotonic() < stop_at:
                 chunk = piece if sent + len(piece) <= limit else piece[: limit - sent]
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -148,10 +152,15 @@ def streamed(
 
 def redirect_loop(status: int = 307) -> Responder:
     """Redirect every request to its own path (307 keeps the method and body)."""
+    return redirect_to("", status)
+
+
+def redirect_to(base_url: str, status: int = 307) -> Responder:
+    """Redirect every request to the same path under ``base_url`` ("" for the same server)."""
 
     async def respond(scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        location = scope["path"] + ("?" + scope["query_string"].decode()
-                                    if scope.get("query_string") else "")
+        query = scope.get("query_string") or b""
+        location = base_url + scope["path"] + ("?" + query.decode() if query else "")
         await send({"type": "http.response.start", "status": status,
                     "headers": _headers("text/plain", {"location": location})})
         await send({"type": "http.response.body", "body": b"see elsewhere"})
@@ -224,6 +233,13 @@ def png_bomb(side: int = 12_000) -> bytes:
 # -- the hostile server ---------------------------------------------------------------------
 
 
+@dataclass
+class _Plan:
+    suffix: str
+    responder: Responder
+    times: int | None
+
+
 class HostileApp:
     """ASGI middleware: answer requests whose path ends with a planned suffix hostilely.
 
@@ -238,12 +254,12 @@ class HostileApp:
         self.hits: Counter[str] = Counter()
         self.hostile: Counter[str] = Counter()
         self.answered: Counter[tuple[str, int]] = Counter()
-        self._plans: list[list[Any]] = []
+        self._plans: list[_Plan] = []
         self._lock = threading.Lock()
 
     def plan(self, path_suffix: str, responder: Responder, times: int | None = 1) -> None:
         with self._lock:
-            self._plans.append([path_suffix, responder, times])
+            self._plans.append(_Plan(path_suffix, responder, times))
 
     def reset(self) -> None:
         with self._lock:
@@ -256,12 +272,11 @@ class HostileApp:
         with self._lock:
             self.hits[path] += 1
             for plan in self._plans:
-                suffix, responder, times = plan
-                if path.endswith(suffix) and (times is None or times > 0):
-                    if times is not None:
-                        plan[2] = times - 1
-                    self.hostile[suffix] += 1
-                    return responder  # type: ignore[no-any-return]
+                if path.endswith(plan.suffix) and (plan.times is None or plan.times > 0):
+                    if plan.times is not None:
+                        plan.times -= 1
+                    self.hostile[plan.suffix] += 1
+                    return plan.responder
         return None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:

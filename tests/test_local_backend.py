@@ -34,11 +34,16 @@ quiet_sdk_logging()
 
 from openreward.environments import (  # noqa: E402 - after the SDK's environment is set
     Environment,
+    GroupCandidate,
     ImageBlock,
     JSONObject,
+    Message,
+    ReasoningBlock,
     Split,
     TextBlock,
+    ToolCallBlock,
     ToolOutput,
+    ToolResultBlock,
     tool,
 )
 from pydantic import BaseModel  # noqa: E402
@@ -55,6 +60,7 @@ from ors_gym.errors import (  # noqa: E402
 )
 from ors_gym.protocol import CallResult, RunToolError, RunToolSuccess, parse  # noqa: E402
 from ors_gym.protocol import ImageBlock as OrsImageBlock  # noqa: E402
+from ors_gym.protocol import Message as OrsMessage  # noqa: E402
 from ors_gym.protocol import TextBlock as OrsTextBlock  # noqa: E402
 from ors_gym.protocol import ToolOutput as OrsToolOutput  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
@@ -214,7 +220,44 @@ class LocalProbe(Environment):
         return ToolOutput(blocks=[TextBlock(text="unreachable")])
 
 
+class Dialogue(Environment):
+    """A conversation-shaped task (get_messages only) that scores groups."""
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["test"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        return [{"topic": "tea"}]
+
+    def get_messages(self) -> list[Message]:
+        return [
+            Message(role="system", blocks=[TextBlock(text="Be brief.")]),
+            Message(
+                role="assistant",
+                blocks=[
+                    ReasoningBlock(text="look it up"),
+                    ToolCallBlock(id="c1", name="lookup", input={"q": ("tea", 1)}),
+                ],
+            ),
+            Message(
+                role="user",
+                blocks=[ToolResultBlock(tool_call_id="c1", blocks=[TextBlock(text="green")])],
+            ),
+        ]
+
+    @tool
+    async def reply(self, params: Text) -> ToolOutput:
+        """Answer."""
+        return ToolOutput(blocks=[TextBlock(text=params.text)], finished=True, reward=1.0)
+
+    async def score_group(self, candidates: Sequence[GroupCandidate]) -> Sequence[float]:
+        return [float(len(c.messages)) for c in candidates]
+
+
 PROBE = f"{__name__}:LocalProbe"
+DIALOGUE = f"{__name__}:Dialogue"
 
 
 def fresh_token() -> str:
@@ -617,6 +660,40 @@ def test_score_group(backend: LocalBackend) -> None:
         backend.score_group("localprobe", sid, [])
     assert info.value.status_code == 404
 
+    b = LocalBackend(Dialogue)
+    sid = b.create_session("dialogue", split="test", index=0)
+    assert b.tools("dialogue").supports_score_group
+    one = {"role": "assistant", "blocks": [{"type": "text", "text": "hi"}]}
+    scores = b.score_group("dialogue", sid, [{"messages": [one]}, {"messages": [one, one]}])
+    assert [s.reward for s in scores] == [1.0, 2.0]
+    typed = OrsMessage(role="assistant", blocks=[OrsTextBlock(text="hi")])
+    assert b.score_group("dialogue", sid, [{"messages": [typed]}])[0].reward == 1.0
+    with pytest.raises(OrsRequestError) as info:
+        b.score_group("dialogue", sid, [{"messages": "not a list"}])
+    assert info.value.status_code == 422
+    b.close()
+
+
+def test_conversation_shaped_prompt(backend: LocalBackend) -> None:
+    b = LocalBackend(Dialogue)
+    sid = b.create_session("dialogue", split="test", index=0)
+    messages = b.messages("dialogue", sid)
+    assert [m.role for m in messages] == ["system", "assistant", "user"]
+    call = messages[1].blocks[1]
+    assert call.type == "tool_call" and call.input == {"q": ["tea", 1]}
+    # /prompt serves the SDK's flattened rendering of the conversation.
+    texts = [block.text for block in b.prompt("dialogue", sid)]  # type: ignore[union-attr]
+    assert texts[0] == "[system]" and "green" in texts
+    b.close()
+
+
+def test_arguments_may_be_any_mapping(backend: LocalBackend) -> None:
+    from types import MappingProxyType
+
+    sid, _ = open_probe(backend)
+    result = backend.call("localprobe", sid, "sync_echo", MappingProxyType({"text": "ro"}))
+    assert text_of(result) == "ro"
+
 
 # -- event loops and threads ----------------------------------------------------------------------
 
@@ -867,7 +944,7 @@ def _python(script: str, **env_changes: str | None) -> str:
 
 @pytest.fixture(scope="module")
 def parity_server() -> Iterator[ServerThread]:
-    with ServerThread([PROBE, *BUNDLED_SPECS]) as srv:
+    with ServerThread([PROBE, *BUNDLED_SPECS, DIALOGUE]) as srv:
         yield srv
 
 
@@ -961,6 +1038,11 @@ def _script(b: Backend) -> list[Any]:
     episode("qa", [("hint", {}), ("answer", {"answer": "no idea"})], split="train", index=0)
     episode("counter", [("increment", {"amount": 2}), ("decrement", {}), ("done", {})],
             split="train", index=0)
+    episode("dialogue", [("reply", {"text": "green"})], split="test", index=0)
+    sid = b.create_session("dialogue", split="test", index=0)
+    candidate = {"messages": [{"role": "assistant", "blocks": [{"type": "text", "text": "x"}]}]}
+    out.append(_outcome(partial(b.score_group, "dialogue", sid, [candidate, candidate])))
+    b.delete_session(sid)
     episode("toolbox", [("add", {"a": 1, "b": 2}), ("negate", {"x": 3}),
                         ("configure", {"mode": "fast", "precision": {"digits": 3}}),
                         ("submit", {"value": 0})], split="train", index=0)
@@ -968,7 +1050,7 @@ def _script(b: Backend) -> list[Any]:
 
 
 def test_same_answers_as_the_http_server(parity_server: ServerThread) -> None:
-    local = LocalBackend([PROBE, *BUNDLED_SPECS])
+    local = LocalBackend([PROBE, *BUNDLED_SPECS, DIALOGUE])
     http = HttpBackend(parity_server.url, keepalive_interval=None, max_retries=0)
     try:
         local_answers = _script(local)
@@ -987,7 +1069,7 @@ def test_same_answers_as_the_http_server(parity_server: ServerThread) -> None:
 
 
 def test_error_messages_carry_the_servers_words(parity_server: ServerThread) -> None:
-    local = LocalBackend([PROBE, *BUNDLED_SPECS])
+    local = LocalBackend([PROBE, *BUNDLED_SPECS, DIALOGUE])
     http = HttpBackend(parity_server.url, keepalive_interval=None, max_retries=0)
     try:
         for b in (local, http):

@@ -35,8 +35,9 @@ import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import pytest
@@ -75,7 +76,7 @@ from ors_gym.errors import (
 )
 from ors_gym.serving import ServerThread
 from ors_gym.wrappers.recording import RecordTrajectories, read_trajectories
-from tests._fault_servers import FastReaper, wait_for
+from tests._fault_servers import FastReaper, FaultyApp, UvicornThread, wait_for
 from tests._hostile import (
     FlakyProxy,
     HostileServer,
@@ -85,6 +86,7 @@ from tests._hostile import (
     png_bomb,
     png_with_size,
     redirect_loop,
+    redirect_to,
     sse,
     streamed,
 )
@@ -386,7 +388,7 @@ def test_reaped_session_is_expired_not_a_hang(
         if on_error == "raise":
             with pytest.raises(OrsSessionExpired, match="reset") as err:
                 env.step(_call("echo", text="x"))
-            assert err.value.session_id == sid and sid in str(err.value)
+            assert sid is not None and err.value.session_id == sid and sid in str(err.value)
         else:
             obs, _, terminated, truncated, info = env.step(_call("echo", text="x"))
             assert (terminated, truncated) == (False, True)
@@ -466,8 +468,11 @@ _WRONG_SHAPES = [
     b'{"ok": true, "output": {"blocks": [{"type": "text", "text": 5}]}}',
 ]
 
+#: The error type (or types) a hostile case may raise.
+Expected = type[OrsError] | tuple[type[OrsError], ...]
+
 #: case -> (responder factory, planned times (None: every request), error type, message regex)
-CALL_CASES: dict[str, tuple[Callable[[], Any], int | None, type[OrsError], str]] = {
+CALL_CASES: dict[str, tuple[Callable[[], Any], int | None, Expected, str]] = {
     "malformed_sse_no_events": (
         lambda: sse(b"garbage\x00\xff line\r\nmore: junk\r\n\r\ndata: orphan\r\n\r\n"), 1,
         (OrsProtocolError, OrsConnectionError), "ended before its result|not .*SSE|malformed"),
@@ -477,8 +482,8 @@ CALL_CASES: dict[str, tuple[Callable[[], Any], int | None, type[OrsError], str]]
     "invalid_json_in_end": (lambda: sse(_end(b'{"ok": true, "output": {')), 1,
                             OrsProtocolError, "not valid JSON"),
     **{
-        f"wrong_shape_{i}": (lambda body=body: sse(_end(body)), 1, OrsProtocolError,
-                             "malformed /echo/call result")  # type: ignore[misc]
+        f"wrong_shape_{i}": (partial(lambda b: sse(_end(b)), body), 1, OrsProtocolError,
+                             "malformed /echo/call result")
         for i, body in enumerate(_WRONG_SHAPES)
     },
     "50MB_result_in_chunks": (
@@ -552,7 +557,7 @@ def test_hostile_answer_truncates_under_on_error_truncate(hostile_server: Hostil
 
 
 #: Hostile answers met during reset: path suffix -> (responder, times, error, regex).
-RESET_CASES: dict[str, tuple[str, Callable[[], Any], int | None, type[OrsError], str]] = {
+RESET_CASES: dict[str, tuple[str, Callable[[], Any], int | None, Expected, str]] = {
     "html_create": ("/create", lambda: answer(200, b"<html>welcome</html>", "text/html"), 1,
                     OrsProtocolError, "expected a JSON answer"),
     "wrong_shape_prompt": ("/echo/prompt", lambda: answer(200, b'[{"type": "text"}]'), 1,
@@ -585,6 +590,56 @@ def test_hostile_answers_during_reset(hostile: tuple[HostileServer, OrsEnv], cas
     hs.app.reset()
     obs, _ = env.reset(seed=3)
     assert "Echo test bench" in obs["text"]
+
+
+def test_trickling_answer_meets_the_request_timeout(hostile_server: HostileServer) -> None:
+    # One byte every 100 ms never trips a per-read timeout; ``timeout`` is
+    # documented to bound each ordinary request, so the trickle must end there.
+    hs = hostile_server
+    hs.app.reset()
+    env = OrsEnv(base_url=hs.url, env_name="echo", timeout=1.0, backend_options=_fast())
+    try:
+        env.reset(seed=0)
+        hs.app.plan("/echo/prompt", streamed(b"[", b" ", interval=0.1, max_seconds=15,
+                                             content_type="application/json"))
+        outcome, _ = _bounded(lambda: env.reset(seed=1))
+        assert isinstance(outcome, OrsTimeoutError), outcome
+        assert "timeout=1.0" in str(outcome)
+    finally:
+        hs.app.reset()
+        env.close()
+
+
+def test_redirect_to_another_origin_does_not_carry_credentials(
+    hostile_server: HostileServer,
+) -> None:
+    # A server (hostile, or with an open redirect) sends the client elsewhere:
+    # the API key and the secrets must not follow to the other origin.
+    from openreward.environments import Server
+
+    from ors_gym.serving import load_environment_classes
+
+    elsewhere = FaultyApp(Server(load_environment_classes([Echo])).app)
+    hs = hostile_server
+    hs.app.reset()
+    with UvicornThread(elsewhere) as other:
+        hs.app.plan("/create", redirect_to(other.url), times=None)
+        hs.app.plan("/echo/call", redirect_to(other.url), times=None)
+        env = OrsEnv(base_url=hs.url, env_name="echo", api_key=API_KEY,
+                     secrets={"TOKEN": SECRET}, backend_options=_fast(max_retries=0))
+        try:
+            for attempt in (lambda: env.reset(seed=0), lambda: env.step(_call("echo", text="x"))):
+                try:
+                    attempt()
+                except OrsError:
+                    pass  # refusing the redirect is fine; leaking credentials is not
+        finally:
+            hs.app.reset()
+            env.close()
+    assert elsewhere.requests, "the redirect was not followed at all (nothing to check)"
+    leaked = sorted({(path, name) for path, headers in elsewhere.requests
+                     for name in ("x-api-key", "x-secrets") if name in headers})
+    assert leaked == [], f"credentials sent to another origin: {leaked}"
 
 
 # == 5. bad images ==============================================================================
@@ -687,7 +742,7 @@ def test_owned_in_process_backends_are_released_by_close() -> None:
         env.reset(seed=i)
         env.step(INC)
         env.close()
-        assert env.backend.open_sessions == frozenset()
+        assert cast(LocalBackend, env.backend).open_sessions == frozenset()
 
     cycle(0)
     before = _Resources()
@@ -825,7 +880,7 @@ def test_secrets_never_leak(srv: ServerThread, tmp_path: Path,
         obs, _, _, _, info = env.step(_call("secret_digest", name="TOKEN"))
         assert obs["text"] == digest(SECRET)  # the secret did reach the environment
         shown += [json.dumps(info, default=repr), _shown(env), _shown(env.unwrapped),
-                  _shown(env.unwrapped.backend), repr(env.unwrapped.spec)]
+                  _shown(cast(OrsEnv, env.unwrapped).backend), repr(env.unwrapped.spec)]
         env.step(_call("secret_digest", name="nope"))
         env.close()  # writes the unfinished episode
 

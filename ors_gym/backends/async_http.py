@@ -5,7 +5,10 @@ same retries, resumes, errors and results, because both perform the steps of
 the same sans-IO operations (``_http_core.Ops``); only the I/O differs. Many
 sessions share one pooled ``httpx.AsyncClient``: ``OrsVectorEnv`` steps N
 sessions concurrently on one event loop through it, and may hand one client to
-the backends of several servers.
+the backends of several servers. SSE answers are read with ``httpx_sse``'s
+``EventSource`` (what ``aconnect_sse`` wraps). With a ``PooledClient`` (the
+default) requests go straight to its sharded connection pool, which keeps the
+CPU per tool call low when hundreds of sessions share one loop.
 
 The client is made on first use inside the running loop (an ``AsyncClient``
 belongs to the loop it first ran on) and made again if the backend is later
@@ -15,16 +18,16 @@ used from another loop. Open sessions are pinged by a task on that loop.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import time
 import weakref
-import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
-from httpx_sse import aconnect_sse
+from httpx_sse import EventSource
 
 from ors_gym.backends import _http_core as core
 from ors_gym.backends.http import BACKGROUND_TIMEOUT_S, failure_of, fetch_timeout, stream_timeout
@@ -38,11 +41,15 @@ from ors_gym.protocol import (
     Split,
 )
 
-__all__ = ["AsyncHttpBackend", "ShardedTransport", "pooled_client"]
+__all__ = ["AsyncHttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]
 
 logger = logging.getLogger("ors_gym.http")
 
 _T = TypeVar("_T")
+
+#: What ``httpx_sse.aconnect_sse`` adds to an SSE request.
+_SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -50,9 +57,9 @@ class ShardedTransport(httpx.AsyncBaseTransport):
 
     httpcore's pool re-examines every connection it holds (a ``poll()`` on each
     idle one) whenever a request starts or ends, so one pool serving N sessions
-    at once costs O(N^2) per batch of calls. ``shards`` pools of about N/shards
-    connections each cost N/shards times less. Requests are routed by their
-    ``X-Session-ID`` (requests without one go to the first pool).
+    at once costs O(N^2) per batch of calls. Here each new session (by its
+    ``X-Session-ID``) joins the pool with the fewest sessions and stays there
+    until its ``/delete``; requests without a session use the first pool.
     """
 
     def __init__(
@@ -70,16 +77,34 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         limits = httpx.Limits(
             max_connections=per_shard, max_keepalive_connections=max_keepalive_connections
         )
-        self._pools = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
+        ssl_context = httpx.create_ssl_context()  # ~40 ms to make: one for all pools
+        self._pools = [
+            httpx.AsyncHTTPTransport(limits=limits, verify=ssl_context) for _ in range(shards)
+        ]
+        self._load = [0] * shards
+        self._shard_of: dict[str, int] = {}
 
     @property
     def shards(self) -> int:
         return len(self._pools)
 
+    def _shard(self, request: httpx.Request) -> int:
+        sid = request.headers.get("x-session-id")
+        if sid is None:
+            return 0
+        shard = self._shard_of.get(sid)
+        if shard is None:
+            load = self._load
+            shard = self._shard_of[sid] = load.index(min(load))
+            load[shard] += 1
+        if request.url.path.endswith("/delete") and request.method == "POST":
+            del self._shard_of[sid]
+            self._load[shard] -= 1
+        return shard
+
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         pools = self._pools
-        sid = request.headers.get("x-session-id") if len(pools) > 1 else None
-        pool = pools[zlib.crc32(sid.encode()) % len(pools)] if sid else pools[0]
+        pool = pools[self._shard(request)] if len(pools) > 1 else pools[0]
         return await pool.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -87,28 +112,45 @@ class ShardedTransport(httpx.AsyncBaseTransport):
             await pool.aclose()
 
 
+class PooledClient(httpx.AsyncClient):
+    """An ``AsyncClient`` over a ``ShardedTransport`` (``pool``), for many concurrent sessions.
+
+    ``AsyncHttpBackend`` hands its requests straight to ``pool``: the client's
+    per-request layers (auth flow, redirects, cookies, event hooks) cost more
+    CPU than the connection pool itself, and none applies to an ORS request
+    whose URL is already known; a redirect answer falls back to the client.
+    """
+
+    def __init__(
+        self,
+        max_connections: int | None = None,
+        max_keepalive_connections: int | None = None,
+        *,
+        shards: int = 1,
+    ) -> None:
+        self.pool = ShardedTransport(
+            shards,
+            max_connections=max_connections,
+            max_keepalive_connections=max_keepalive_connections,
+        )
+        super().__init__(transport=self.pool, follow_redirects=True)
+
+
 def pooled_client(
     max_connections: int | None = None,
     max_keepalive_connections: int | None = None,
     *,
     shards: int = 1,
-) -> httpx.AsyncClient:
+) -> PooledClient:
     """An ``AsyncClient`` for many concurrent sessions.
 
     httpx keeps at most 20 idle connections by default and closes the rest:
     with more sessions in flight every batch would reopen connections, so pass
     at least the number of concurrent requests as ``max_keepalive_connections``.
-    ``shards`` splits the pool (see ``ShardedTransport``); about one shard per
-    four concurrent sessions keeps the pool's bookkeeping small.
+    ``shards`` splits the pool (see ``ShardedTransport``); one shard per one or
+    two concurrent sessions keeps the pool's bookkeeping small.
     """
-    return httpx.AsyncClient(
-        transport=ShardedTransport(
-            shards,
-            max_connections=max_connections,
-            max_keepalive_connections=max_keepalive_connections,
-        ),
-        follow_redirects=True,
-    )
+    return PooledClient(max_connections, max_keepalive_connections, shards=shards)
 
 
 class AsyncHttpBackend:
@@ -141,6 +183,7 @@ class AsyncHttpBackend:
         max_keepalive_connections: int | None = 100,
     ) -> None:
         self.base_url, self._auth = core.split_base_url(base_url, "AsyncHttpBackend")
+        self._basic_auth = None if self._auth is None else _basic_auth(*self._auth)
         core.check_keepalive(keepalive_interval)
         self.settings = core.Settings(
             location=self.base_url,
@@ -202,15 +245,40 @@ class AsyncHttpBackend:
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
             # A client from another (finished) loop cannot be used or closed here.
-            self._client = pooled_client(self.max_connections, self.max_keepalive_connections)
+            self._client = PooledClient(self.max_connections, self.max_keepalive_connections)
             self._client_loop = loop
         return self._client
 
     def _url(self, path: str) -> str:
         return self.base_url + path
 
-    def _headers(self, step_headers: Mapping[str, str]) -> dict[str, str]:
-        return {**self.headers, **step_headers} if self.headers else dict(step_headers)
+    async def _send(
+        self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> httpx.Response:
+        """Send one request, its answer unread (the caller closes it).
+
+        With a ``PooledClient`` the request goes straight to its pool (see
+        there); a redirect answer is dropped and the request sent again through
+        the client, which follows it.
+        """
+        client = self._http()
+        url = self._url(path)
+        headers = {**self.headers, **headers} if self.headers else dict(headers)
+        if isinstance(client, PooledClient):
+            if self._basic_auth is not None:
+                headers["Authorization"] = self._basic_auth
+            request = httpx.Request(method, url, headers=headers, content=content,
+                                    extensions={"timeout": timeout.as_dict()})
+            response = await client.pool.handle_async_request(request)
+            if response.status_code not in _REDIRECTS:
+                response.request = request
+                return response
+            await response.aclose()
+            headers.pop("Authorization", None)
+        request = client.build_request(method, url, headers=headers, content=content,
+                                       timeout=timeout)
+        return await client.send(request, stream=True, auth=self._auth)
 
     async def _run(self, op: core.Op[_T]) -> _T:
         """Drive one operation to its result, performing each step it yields."""
@@ -230,43 +298,43 @@ class AsyncHttpBackend:
         finally:
             op.close()
 
-    async def _fetch(self, step: core.Fetch) -> core.Answer | core.Failure:
-        http = self._http()
-        started = time.monotonic()
+    async def _read(self, response: httpx.Response, step: core.Fetch | core.Stream,
+                    started: float) -> core.Answer:
         body = core.BodyBuffer(self.settings.max_response_bytes, step.what, step.where)
-        try:
-            async with http.stream(step.method, self._url(step.path), content=step.content,
-                                   headers=self._headers(step.headers), auth=self._auth,
-                                   timeout=fetch_timeout(step, self.settings)) as response:
-                async for piece in response.aiter_bytes():
-                    body.add(piece)
-        except httpx.TransportError as exc:
-            return failure_of(exc)
+        async for piece in response.aiter_bytes():
+            body.add(piece)
         return core.Answer(response.status_code, response.headers, body.value(),
                            time.monotonic() - started)
 
-    async def _stream(self, step: core.Stream) -> core.Answer | core.Streamed | core.Failure:
-        http = self._http()
+    async def _fetch(self, step: core.Fetch) -> core.Answer | core.Failure:
         started = time.monotonic()
         try:
-            async with aconnect_sse(http, "POST", self._url(step.path), content=step.content,
-                                    headers=self._headers(step.headers), auth=self._auth,
-                                    timeout=stream_timeout(step, self.settings)) as source:
-                response = source.response
+            response = await self._send(step.method, step.path, step.headers, step.content,
+                                        fetch_timeout(step, self.settings))
+            try:
+                return await self._read(response, step, started)
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            return failure_of(exc)
+
+    async def _stream(self, step: core.Stream) -> core.Answer | core.Streamed | core.Failure:
+        started = time.monotonic()
+        try:
+            response = await self._send("POST", step.path, {**step.headers, **_SSE_HEADERS},
+                                        step.content, stream_timeout(step, self.settings))
+            try:
                 if response.status_code != 200:
-                    body = core.BodyBuffer(self.settings.max_response_bytes, step.what,
-                                           step.where)
-                    async for piece in response.aiter_bytes():
-                        body.add(piece)
-                    return core.Answer(response.status_code, response.headers, body.value(),
-                                       time.monotonic() - started)
+                    return await self._read(response, step, started)
                 core.require_sse(response.headers.get("content-type", ""), step.what,
                                  step.where)
-                events = source.aiter_sse()
+                events = EventSource(response).aiter_sse()
                 async for event in events:
                     if step.sink.feed(event.event, event.data):
                         await _drain(events)
                         break
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
             return failure_of(exc)
         return core.Streamed(time.monotonic() - started)
@@ -433,6 +501,12 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
             return
         await backend._ping_open_sessions()
         del backend
+
+
+def _basic_auth(username: str, password: str) -> str:
+    """The ``Authorization`` value httpx's ``BasicAuth`` sends."""
+    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+    return f"Basic {token}"
 
 
 async def _drain(events: AsyncIterator[Any]) -> None:

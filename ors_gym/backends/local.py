@@ -9,9 +9,10 @@ the server's JSON, built straight from the SDK's objects without a JSON round
 trip.
 
 The event loop. The SDK's dispatch is async. Each backend owns ONE private
-event loop (never one per call), and the thread that calls drives it with
-``run_until_complete``: no thread hop beyond the SDK's own ``asyncio.to_thread``
-for sync tools. When several threads call at once, one drives while the others
+event loop (never one per call), and the thread that calls drives it itself,
+one loop pass for a call that never waits: no thread hop beyond the SDK's own
+``asyncio.to_thread`` for sync tools, and per call no more than the asyncio Task
+the server makes too. When several threads call at once, one drives while the others
 hand their coroutine to the running loop and wait; whoever finds the loop idle
 takes over, so calls from many threads run concurrently on one loop, as on the
 server. A thread already running a loop of its own (Jupyter, ``asyncio.run``)
@@ -136,10 +137,14 @@ def _quiet_loaded_sdk_loggers() -> None:
 # -- values: what the caller gets equals what HttpBackend parses from the server's JSON ----
 
 
-def _tolist(value: Any) -> Any:
-    tolist = getattr(value, "tolist", None)  # numpy scalars and arrays, as HttpBackend sends them
+def _jsonable(value: Any) -> Any:
+    # As HttpBackend sends them: numpy scalars and arrays as lists, pydantic models
+    # (protocol Messages in score_group candidates) as their JSON form.
+    tolist = getattr(value, "tolist", None)
     if callable(tolist):
         return tolist()
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
@@ -167,7 +172,7 @@ def _json_in(value: Any) -> Any:
 
 def _json_in_slow(value: Any) -> Any:
     try:
-        return json.loads(json.dumps(value, default=_tolist))
+        return json.loads(json.dumps(value, default=_jsonable))
     except (TypeError, ValueError) as exc:
         raise _NotJSON(str(exc)) from None
 
@@ -930,7 +935,7 @@ class LocalBackend:
         if session is None or env_name != session.env_name:
             session = self._session(env_name, session_id, name)
         try:
-            args = _json_in(arguments)
+            args = _json_in(arguments if type(arguments) is dict else dict(arguments))
         except _NotJSON as exc:
             raise _not_json(f"the arguments of tool call {name!r}", exc) from None
         if session.ready:
@@ -950,9 +955,13 @@ class LocalBackend:
         return _call_result(result.root)
 
     def score_group(
-        self, env_name: str, session_id: str, candidates: list[dict[str, Any]]
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
     ) -> list[GroupScore]:
-        """Score a group of candidate transcripts (``{"messages": [...], "metadata": ...}``)."""
+        """Score candidate transcripts (``{"messages": [...], "metadata": ...}``), index-aligned.
+
+        Messages may be dicts or ``ors_gym.protocol.Message`` objects. Raises
+        OrsRequestError if the environment does not implement group scoring.
+        """
         session = self._session(env_name, session_id)
         env = session.env_name
         if not type(session.env)._supports_score_group():
@@ -964,7 +973,7 @@ class LocalBackend:
             )
         try:
             payload = _sdk.ScoreGroup.model_validate(
-                {"candidates": _json_in(list(candidates))}
+                {"candidates": _json_in([dict(c) for c in candidates])}
             )
         except (ValueError, _NotJSON) as exc:
             raise _http_error(
