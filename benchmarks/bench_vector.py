@@ -25,6 +25,10 @@ maximum is reported). Targets (issue 6), at N=32: OrsVectorEnv >= 20x
 SyncVectorEnv and >= 2x AsyncVectorEnv throughput, with < 1/4 of
 AsyncVectorEnv's memory.
 
+``--in-process`` runs the same cases without a server, every env hosting
+``Latency`` itself (``env_class``), which shows the vector env where the SDK
+server's CPU per call is not the limit.
+
 Run: ``python -m benchmarks.bench_vector`` (``--quick`` for N = 1, 8, 32 and
 3 rounds, ``--ns 8 32`` to choose N, ``--delay-ms`` for the tool's latency,
 ``--json PATH`` / ``--plot PATH`` for where the rows and the figure go;
@@ -57,6 +61,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 _ROOT = Path(__file__).resolve().parents[1]
 _WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 _LENGTH = 10_000_000  # calls per episode: no episode ends during a run
+LATENCY = "ors_gym.envs.latency:Latency"
+#: The ``url`` of the in-process variant: every env hosts Latency itself (LocalBackend).
+IN_PROCESS = "in-process"
 
 
 # -- the measured process ----------------------------------------------------------------------
@@ -67,9 +74,14 @@ def _make(case: str, n: int, url: str) -> Any:
 
     from ors_gym.vector import OrsVectorEnv, make_env_fns
 
+    # No step limit: every case steps the same episodes from start to end of the run.
+    where: dict[str, Any] = (
+        {"env_class": LATENCY} if url == IN_PROCESS else {"base_url": url, "env_name": "latency"}
+    )
     if case == ORS:
-        return OrsVectorEnv(n, base_url=url, env_name="latency")
-    fns = make_env_fns("ors/Remote-v0", n, base_url=url, env_name="latency")
+        return OrsVectorEnv(n, max_steps=_LENGTH, **where)
+    env_id = "ors/Latency-v0" if url == IN_PROCESS else "ors/Remote-v0"
+    fns = make_env_fns(env_id, n, max_steps=_LENGTH, max_episode_steps=_LENGTH, **where)
     if case == SYNC:
         return SyncVectorEnv(fns)
     return AsyncVectorEnv(fns, shared_memory=False)
@@ -150,6 +162,17 @@ def _pss_mb(pids: Sequence[int]) -> float:
     return sum(_proc_kb(f"/proc/{p}/smaps_rollup", "Pss") for p in pids) / 1024
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far (0 for pid 0)."""
+    if not pid:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class _PeakSampler:
     """Peak RSS of a process tree, sampled every ``interval`` seconds in a thread."""
 
@@ -198,9 +221,11 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
 class _Case:
     """One case's process: started, stepped on command, measured from outside."""
 
-    def __init__(self, case: str, n: int, url: str, delay_ms: float) -> None:
+    def __init__(self, case: str, n: int, url: str, delay_ms: float, server_pid: int) -> None:
         self.case = case
         self.n = n
+        self.server_pid = server_pid
+        self.server_cpu = 0.0
         cmd = [sys.executable, "-m", "benchmarks.bench_vector", "--child", case, str(n), url,
                str(delay_ms)]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -224,8 +249,10 @@ class _Case:
 
     def run(self, seconds: float) -> float:
         """Step for ``seconds``; returns env-steps per second. Reads PSS after."""
+        before = _cpu_s(self.server_pid)
         self._send(f"run {seconds}")
         result = self._answer()
+        self.server_cpu += _cpu_s(self.server_pid) - before
         self.runs.append(result)
         self.pss.append(_pss_mb(_tree(self.proc.pid)))
         return self.n * result["steps"] / result["seconds"]
@@ -242,8 +269,8 @@ class _Case:
         return peak
 
 
-def _measure_n(n: int, url: str, delay_ms: float, seconds: float, rounds: int,
-               cases: Sequence[str]) -> list[dict[str, Any]]:
+def _measure_n(n: int, url: str, server_pid: int, delay_ms: float, seconds: float,
+               rounds: int, cases: Sequence[str]) -> list[dict[str, Any]]:
     """Every case at ``n``, in rounds of short runs, one case stepping at a time.
 
     All cases' processes stay up together; rounds rotate their order, so load
@@ -254,7 +281,7 @@ def _measure_n(n: int, url: str, delay_ms: float, seconds: float, rounds: int,
     rates: dict[str, list[float]] = {case: [] for case in cases}
     try:
         for case in cases:
-            procs[case] = _Case(case, n, url, delay_ms)
+            procs[case] = _Case(case, n, url, delay_ms, server_pid)
         for r in range(rounds):
             order = list(cases[r % len(cases):]) + list(cases[: r % len(cases)])
             for case in order:
@@ -276,6 +303,7 @@ def _measure_n(n: int, url: str, delay_ms: float, seconds: float, rounds: int,
             "client_cpu_ms_per_env_step": round(
                 1000 * sum(run["cpu"] for run in proc.runs) / (n * steps), 3
             ),
+            "server_cpu_ms_per_env_step": round(1000 * proc.server_cpu / (n * steps), 3),
             "setup_s": round(proc.setup, 2),
             "peak_rss_mb": round(peaks[case], 1),
             "pss_mb": round(max(proc.pss), 1),
@@ -296,33 +324,43 @@ def run(
     seconds: float = 1.0,
     rounds: int = 5,
     cases: Sequence[str] = CASES,
+    in_process: bool = False,
 ) -> list[dict[str, Any]]:
     """Measure every case at every N against one server; one row per (case, N).
 
     Each row carries ``x_sync``/``x_async`` (throughput ratios) and
-    ``pss_vs_async`` (memory ratio) against the cases at the same N.
+    ``pss_vs_async`` (memory ratio) against the cases at the same N. With
+    ``in_process`` there is no server: every env hosts ``Latency`` itself.
     """
-    server, url = _start_server()
     rows: list[dict[str, Any]] = []
-    try:
+    if in_process:
         for n in ns:
-            rows += _measure_n(n, url, delay_ms, seconds, rounds, cases)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+            rows += _measure_n(n, IN_PROCESS, 0, delay_ms, seconds, rounds, cases)
+    else:
+        server, url = _start_server()
+        try:
+            for n in ns:
+                rows += _measure_n(n, url, server.pid, delay_ms, seconds, rounds, cases)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    for row in rows:
+        row["transport"] = IN_PROCESS if in_process else "http"
     return rows
 
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as an aligned table, then the targets at N=32."""
     head = (f"{'N':>4} {'case':<15} {'env-steps/s':>11} {'x Sync':>7} {'x Async':>8} "
-            f"{'cpu ms/step':>11} {'peak RSS MB':>11} {'PSS MB':>8} {'PSS x Async':>11}")
+            f"{'client ms':>9} {'server ms':>9} {'peak RSS MB':>11} {'PSS MB':>8} "
+            f"{'PSS x Async':>11}")
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['num_envs']:>4} {r['case']:<15} {r['env_steps_per_s']:>11.1f} "
             f"{r.get('x_sync', float('nan')):>7.2f} {r.get('x_async', float('nan')):>8.2f} "
-            f"{r['client_cpu_ms_per_env_step']:>11.3f} {r['peak_rss_mb']:>11.1f} "
+            f"{r['client_cpu_ms_per_env_step']:>9.3f} {r['server_cpu_ms_per_env_step']:>9.3f} "
+            f"{r['peak_rss_mb']:>11.1f} "
             f"{r['pss_mb']:>8.1f} {r.get('pss_vs_async', float('nan')):>11.3f}"
         )
     target = next((r for r in rows if r["case"] == ORS and r["num_envs"] == 32), None)
@@ -383,6 +421,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="length of one timed run of one case (default 1)")
     parser.add_argument("--rounds", type=int, help="timed runs per case (default 5)")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--in-process", action="store_true",
+                        help="no server: every env hosts Latency in its own process")
     parser.add_argument("--json", type=Path, default=RESULTS / "bench_vector.json",
                         help="where to write the rows")
     parser.add_argument("--plot", type=Path, default=RESULTS / "bench_vector.png",
@@ -391,10 +431,11 @@ def main(argv: list[str] | None = None) -> None:
     ns = args.ns or ((1, 8, 32) if args.quick else DEFAULT_NS)
     rounds = args.rounds or (3 if args.quick else 5)
     rows = run(ns=ns, delay_ms=args.delay_ms, seconds=args.seconds, rounds=rounds,
-               cases=args.cases)
+               cases=args.cases, in_process=args.in_process)
     print(format_table(rows))
     print(f"tool: Latency.wait() sleeping {args.delay_ms:g} ms; {os.cpu_count()} CPUs; "
-          "ratios against the cases at the same N in this run")
+          "ratios against the cases at the same N in this run; client/server ms: CPU time "
+          "per env-step (client: the stepping process only, not AsyncVectorEnv's workers)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2))
     try:

@@ -19,8 +19,12 @@ from ors_gym.errors import OrsDependencyError
 __all__ = ["ServerThread", "load_environment_classes", "quiet_sdk_logging", "serve_in_thread"]
 
 
-def quiet_sdk_logging(level: str = "WARNING") -> None:
-    """Set the SDK's defaults before it is imported: no update check, no per-call INFO."""
+def quiet_sdk_logging(level: str = "ERROR") -> None:
+    """SDK defaults, set before it is imported: no update check; only errors logged.
+
+    The SDK logs every tool call at INFO and every agent mistake at WARNING: a line per
+    step in a training loop. Set ``OPENREWARD_LOG_LEVEL`` yourself to see them.
+    """
     os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
     os.environ.setdefault("OPENREWARD_LOG_LEVEL", level)
 

@@ -56,7 +56,7 @@ from ors_gym.actions import parse_action
 from ors_gym.backends.base import Backend
 from ors_gym.env import NoToolCallPolicy, OnErrorPolicy, OrsEnv
 from ors_gym.errors import OrsConnectionError, OrsError
-from ors_gym.observations import DEFAULT_MAX_PIXELS
+from ors_gym.observations import DEFAULT_MAX_PIXELS, empty_observation
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 from ors_gym.tool_formats import as_action
 
@@ -329,7 +329,7 @@ class _Sub:
     tools: ListToolsOutput | None = None
     steps: int = 0
     ended: bool = False  # its last step terminated or truncated it
-    obs: dict[str, Any] = field(default_factory=lambda: {"text": "", "images": ()})
+    obs: dict[str, Any] = field(default_factory=empty_observation)
 
 
 @dataclass
@@ -414,6 +414,7 @@ class OrsVectorEnv(VectorEnv):
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    _spec: EnvSpec | None = None
 
     def __init__(
         self,
@@ -446,11 +447,7 @@ class OrsVectorEnv(VectorEnv):
                 f"render_mode={render_mode!r}: OrsVectorEnv does not render; read the "
                 "observations' text, or use OrsEnv(render_mode=...) for a single env"
             )
-        self.autoreset_mode = (
-            autoreset_mode
-            if isinstance(autoreset_mode, AutoresetMode)
-            else AutoresetMode(autoreset_mode)
-        )
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = None
         urls = _server_urls(base_url)
@@ -574,6 +571,19 @@ class OrsVectorEnv(VectorEnv):
     def template(self) -> OrsEnv:
         """The session-less ``OrsEnv`` used for discovery (tools, splits, tasks)."""
         return self._template
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec ``gym.make_vec`` used; ``api_key`` and ``secrets`` kept as ``Secret``."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and getattr(value, "kwargs", None):
+            from dataclasses import replace
+
+            value = replace(value, kwargs=redact_kwargs(value.kwargs))
+        self._spec = value
 
     def __repr__(self) -> str:
         where = ", ".join(self.servers) if getattr(self, "_servers", None) else "?"
@@ -988,6 +998,18 @@ def _split_actions(actions: Any, n: int) -> list[Any]:
     if len(batch) != n:
         raise ValueError(f"expected {n} actions (one per sub-env), got {len(batch)}")
     return batch
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    if isinstance(mode, AutoresetMode):
+        return mode
+    for candidate in AutoresetMode:
+        if mode in (candidate.value, candidate.name, candidate.name.lower()):
+            return candidate
+    raise ValueError(
+        f"autoreset_mode={mode!r}; choose one of gymnasium's AutoresetMode: "
+        + ", ".join(f"{m.value!r}" for m in AutoresetMode)
+    )
 
 
 def _server_urls(base_url: str | Sequence[str] | None) -> list[str] | None:

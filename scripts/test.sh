@@ -4,7 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . "${ORS_GYM_VENV:-.venv}/bin/activate"
-export OPENREWARD_DISABLE_UPDATE_CHECK=1 OPENREWARD_LOG_LEVEL=WARNING
+export OPENREWARD_DISABLE_UPDATE_CHECK=1
 ruff check ors_gym tests benchmarks
 mypy
 python -m pytest -q -p no:cacheprovider "$@"

@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 . "${ORS_GYM_VENV:-.venv}/bin/activate"
-export OPENREWARD_DISABLE_UPDATE_CHECK=1 OPENREWARD_LOG_LEVEL=WARNING
+export OPENREWARD_DISABLE_UPDATE_CHECK=1
 ors-gym train "$@"

@@ -35,7 +35,7 @@ from ors_gym.protocol import RunToolError, RunToolSuccess, TextBlock
 from ors_gym.serving import ServerThread
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.vector import EnvFn, OrsVectorEnv, make_env_fns
-from tests._test_envs import GATE, Probe
+from tests._test_envs import GATE, Probe, digest
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -123,11 +123,29 @@ def test_make_vec_uses_the_vector_entry_point(srv: ServerThread) -> None:
         remote.close()
 
 
+def test_secrets_reach_the_server_and_stay_out_of_specs(srv: ServerThread) -> None:
+    api_key, secret = "sk-KEY-31337", "hunter2-SECRET-value"
+    env = gym.make_vec("ors/Remote-v0", num_envs=2, vectorization_mode="vector_entry_point",
+                       base_url=srv.url, env_name="probe", api_key=api_key,
+                       secrets={"TOKEN": secret})
+    try:
+        env.reset(seed=0)
+        obs, *_ = env.step((call("secret_digest", name="TOKEN"),) * 2)
+        assert texts(obs) == [digest(secret)] * 2
+        assert env.spec is not None
+        shown = f"{env!r} {env.spec!r} {env.spec.kwargs}"
+        assert secret not in shown and api_key not in shown
+    finally:
+        env.close()
+
+
 def test_bad_arguments_are_clear(srv: ServerThread) -> None:
     with pytest.raises(ValueError, match="needs an environment"):
         OrsVectorEnv(2)
     with pytest.raises(ValueError, match="num_envs must be a positive int"):
         OrsVectorEnv(0, base_url=srv.url)
+    with pytest.raises(ValueError, match="autoreset_mode='sometimes'; choose one of"):
+        OrsVectorEnv(2, base_url=srv.url, autoreset_mode="sometimes")
     with pytest.raises(ValueError, match="render_mode"):
         OrsVectorEnv(2, base_url=srv.url, render_mode="ansi")
     with pytest.raises(ValueError, match="no_tool_call"):
@@ -327,7 +345,7 @@ def test_recv_returns_the_fast_sub_envs_while_a_slow_one_runs(vec_factory: Any) 
 
 def test_send_recv_with_uneven_latency_tasks(vec_factory: Any) -> None:
     env = vec_factory(3, env_name="latency")
-    env.reset(options=[{"task_spec": {"delay_ms": ms}} for ms in (0, 0, 3000)])
+    env.reset(options=[{"task_spec": {"delay_ms": ms}} for ms in (0, 0, 30_000)])
     env.send((WAIT,) * 3)
     _, _, _, _, info = env.recv(min_envs=2, max_envs=2)
     assert sorted(info["env_id"]) == [0, 1]

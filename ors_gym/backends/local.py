@@ -469,30 +469,32 @@ _ABANDONED: list[asyncio.AbstractEventLoop] = []
 
 
 class _LoopRunner:
-    """One private event loop, driven by whichever calling thread finds it idle."""
+    """One private event loop, driven by whichever calling thread finds it idle.
+
+    ``_drive`` is held by the thread running the loop. A thread that finds it
+    held hands its coroutine to the running loop and waits on ``_cond`` for
+    the result, or for the loop to come free, to drive it itself. The common,
+    uncontended call costs one non-blocking lock acquire and release.
+    """
 
     def __init__(self) -> None:
+        self._drive = threading.Lock()
         self._cond = threading.Condition(threading.Lock())
-        self._busy = False  # a thread is inside run_until_complete
+        self._waiting = 0  # threads in _join; a releasing driver notifies only if any
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def abandon(self) -> None:
         """Forget the loop without touching it (in a forked child)."""
         if self._loop is not None:
             _ABANDONED.append(self._loop)
-        self._cond = threading.Condition(threading.Lock())
-        self._busy = False
-        self._loop = None
+        self.__init__()  # type: ignore[misc]
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the private loop from any thread; returns its result."""
         outer = asyncio._get_running_loop()
         loop = self._loop
         if loop is None:
-            with self._cond:
-                loop = self._loop
-                if loop is None:
-                    loop = self._loop = asyncio.new_event_loop()
+            loop = self._new_loop()
         if outer is loop:
             coro.close()
             raise RuntimeError(
@@ -500,37 +502,25 @@ class _LoopRunner:
                 "environments (a tool, setup() or prompt), which would deadlock; "
                 "environments must not call the backend that hosts them"
             )
-        with self._cond:
-            mine = not self._busy
-            if mine:
-                self._busy = True
-        if mine:
-            return self._drive(loop, coro, outer)
+        if self._drive.acquire(False):
+            try:
+                return _run_on(loop, coro, outer)
+            finally:
+                self._release()
         return self._join(loop, coro, outer)
 
-    def _drive(self, loop: asyncio.AbstractEventLoop, aw: Awaitable[_T], outer: Any) -> _T:
-        # A thread running its own loop is blocked in this call anyway: run ours there,
-        # with its running-loop marker set aside (asyncio refuses to nest otherwise).
-        if outer is not None:
-            asyncio._set_running_loop(None)
-        try:
-            if not asyncio.iscoroutine(aw):
-                return loop.run_until_complete(aw)
-            # One loop pass runs the task's first step, then the stop queued behind it:
-            # a call that never waits (most tool calls) costs one pass instead of the two
-            # run_until_complete makes (the second only runs its done-callback). A call
-            # that waits is carried on to completion.
-            task = loop.create_task(aw)
-            loop.call_soon(loop.stop)
-            loop.run_forever()
-            if not task.done():
-                return loop.run_until_complete(task)
-            return task.result()
-        finally:
-            if outer is not None:
-                asyncio._set_running_loop(outer)
+    def _new_loop(self) -> asyncio.AbstractEventLoop:
+        with self._cond:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            return self._loop
+
+    def _release(self) -> None:
+        # Release first, then look for waiters; a waiter counts itself first, then tries
+        # the lock: so either it gets the lock or this sees it and wakes it.
+        self._drive.release()
+        if self._waiting:
             with self._cond:
-                self._busy = False
                 self._cond.notify_all()
 
     def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T],
@@ -539,14 +529,21 @@ class _LoopRunner:
         # over the driving if that thread finishes first.
         done = asyncio.run_coroutine_threadsafe(coro, loop)
         done.add_done_callback(self._wake)
+        take_over = False
         with self._cond:
-            while self._busy and not done.done():
-                self._cond.wait()
-            take_over = not done.done()
-            if take_over:
-                self._busy = True
-        if take_over:
-            self._drive(loop, asyncio.wrap_future(done, loop=loop), outer)
+            self._waiting += 1
+            try:
+                while not done.done() and not (take_over := self._drive.acquire(False)):
+                    self._cond.wait()
+            finally:
+                self._waiting -= 1
+        if not done.done():
+            try:
+                _run_on(loop, asyncio.wrap_future(done, loop=loop), outer)
+            finally:
+                self._release()
+        elif take_over:
+            self._release()
         return done.result()
 
     def _wake(self, _: object) -> None:
@@ -554,23 +551,21 @@ class _LoopRunner:
             self._cond.notify_all()
 
     def close(self, final: Coroutine[Any, Any, Any] | None = None) -> None:
-        """Run ``final``, cancel what is left, and close the loop; reusable afterwards."""
-        with self._cond:
-            loop = self._loop
-            if loop is None:
-                if final is not None:
-                    final.close()
-                return
-            outer = asyncio._get_running_loop()
-            if outer is loop:
-                if final is not None:
-                    final.close()
+        """Run ``final``, cancel what is left, and close the loop; reusable afterwards.
+
+        Waits for calls other threads have in flight.
+        """
+        loop = self._loop
+        outer = asyncio._get_running_loop()
+        if loop is None or outer is loop:
+            if final is not None:
+                final.close()
+            if loop is not None:
                 raise RuntimeError(
                     "LocalBackend.close() was called from inside one of its own environments"
                 )
-            while self._busy:
-                self._cond.wait()
-            self._busy = True
+            return
+        self._drive.acquire()
         try:
             if outer is not None:
                 asyncio._set_running_loop(None)
@@ -582,10 +577,32 @@ class _LoopRunner:
                 if outer is not None:
                     asyncio._set_running_loop(outer)
         finally:
-            with self._cond:
-                self._loop = None
-                self._busy = False
-                self._cond.notify_all()
+            self._loop = None
+            self._release()
+
+
+def _run_on(loop: asyncio.AbstractEventLoop, aw: Awaitable[_T], outer: Any) -> _T:
+    """Run ``aw`` on ``loop`` in this thread (which holds the loop's drive lock)."""
+    # A thread running its own loop is blocked in this call anyway: run ours there,
+    # with its running-loop marker set aside (asyncio refuses to nest otherwise).
+    if outer is not None:
+        asyncio._set_running_loop(None)
+    try:
+        if not asyncio.iscoroutine(aw):
+            return loop.run_until_complete(aw)
+        # One loop pass runs the task's first step, then the stop queued behind it:
+        # a call that never waits (most tool calls) costs one pass instead of the two
+        # run_until_complete makes (the second only runs its done-callback). A call
+        # that waits is carried on to completion.
+        task = loop.create_task(aw)
+        loop.call_soon(loop.stop)
+        loop.run_forever()
+        if not task.done():
+            return loop.run_until_complete(task)
+        return task.result()
+    finally:
+        if outer is not None:
+            asyncio._set_running_loop(outer)
 
 
 def _finish_loop(loop: asyncio.AbstractEventLoop) -> None:
