@@ -56,7 +56,7 @@ class ImageBlock(_Model):
 
     type: Literal["image"] = "image"
     data: str
-    mimeType: str = "image/png"  # noqa: N815 - the wire name
+    mimeType: str = "image/png"  # the wire name
     detail: JSONObject | None = None
 
 

@@ -18,8 +18,12 @@ step gives the same observation, reward and info as ``OrsEnv.step``.
 
 For gymnasium's own ``SyncVectorEnv`` / ``AsyncVectorEnv`` over ``OrsEnv``,
 ``make_env_fns`` gives picklable constructors that also work in spawned
-workers. ``AsyncVectorEnv`` needs ``shared_memory=False``: text and
-variable-length image tuples cannot live in fixed shared buffers.
+workers. ``AsyncVectorEnv`` needs ``shared_memory=False`` for ``OrsEnv``'s own
+observations (text and variable-length image tuples cannot live in fixed shared
+buffers; gymnasium says so when asked), or wrappers with ``Box`` observations.
+
+After an exception from ``reset``, ``step`` or ``recv`` some sub-envs may have
+moved on while others did not: call ``reset()`` to start over.
 """
 
 from __future__ import annotations
@@ -73,6 +77,9 @@ _SESSIONS_PER_SHARD = 2
 # -- constructors for gymnasium's SyncVectorEnv / AsyncVectorEnv ----------------------------
 
 
+Wrapper = Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]
+
+
 class EnvFn:
     """A picklable ``() -> gym.Env`` making one sub-env of ``env_id`` with ``kwargs``.
 
@@ -80,28 +87,43 @@ class EnvFn:
     worker (whose gym registry is empty until something imports ors_gym) can
     build the env: unpickling this object imports ``ors_gym``, and the spec is
     carried along, so ids registered at run time (``register_server``) work too.
+    ``wrappers`` are applied in order (classes, or picklable partials of them).
     """
 
-    def __init__(self, env_id: str | EnvSpec, **kwargs: Any) -> None:
+    def __init__(
+        self, env_id: str | EnvSpec, *, wrappers: Sequence[Wrapper] = (), **kwargs: Any
+    ) -> None:
         self.spec = env_id if isinstance(env_id, EnvSpec) else gym.spec(env_id)
+        self.wrappers = tuple(wrappers)
         self.kwargs = kwargs
 
     def __call__(self) -> gym.Env[Any, Any]:
-        return gym.make(self.spec, **self.kwargs)
+        env = gym.make(self.spec, **self.kwargs)
+        for wrapper in self.wrappers:
+            env = wrapper(env)
+        return env
 
     def __repr__(self) -> str:
         return f"EnvFn({self.spec.id!r}, **{redact_kwargs(self.kwargs)!r})"
 
 
-def make_env_fns(env_id: str | EnvSpec, num_envs: int, **kwargs: Any) -> list[EnvFn]:
+def make_env_fns(
+    env_id: str | EnvSpec, num_envs: int, *, wrappers: Sequence[Wrapper] = (), **kwargs: Any
+) -> list[EnvFn]:
     """``num_envs`` constructors of ``env_id`` for ``SyncVectorEnv`` / ``AsyncVectorEnv``.
 
     Sessions open lazily in each sub-env (at its first ``reset``), so the
-    constructors travel to ``fork`` and ``spawn`` workers alike. Use
-    ``AsyncVectorEnv(make_env_fns(...), shared_memory=False)``.
+    constructors travel to ``fork`` and ``spawn`` workers alike.
+
+    ``AsyncVectorEnv``'s ``shared_memory`` (on by default) needs fixed-size
+    observations: an ``OrsEnv``'s (text, and a tuple of images of any number)
+    cannot live in a shared buffer, and gymnasium refuses them with "disable
+    ``shared_memory``". So pass ``shared_memory=False``, or ``wrappers`` that
+    make the observation a ``Box`` (``ors_gym.wrappers.TextVector``,
+    ``ImageObservation``, ``MetadataVector``), which shared memory takes.
     """
     _check_num_envs(num_envs)
-    return [EnvFn(env_id, **kwargs) for _ in range(num_envs)]
+    return [EnvFn(env_id, wrappers=wrappers, **kwargs) for _ in range(num_envs)]
 
 
 def _check_num_envs(num_envs: Any) -> int:
@@ -402,7 +424,11 @@ class OrsVectorEnv(VectorEnv):
     - ``autoreset_mode``: Gymnasium's ``NEXT_STEP`` (default), ``SAME_STEP``
       (``final_obs``/``final_info`` in the step's info) or ``DISABLED``;
     - ``on_error``: ``"truncate"`` (default) ends a sub-env whose session fails
-      with ``truncated=True`` and ``info["error"]``; ``"raise"`` raises;
+      (server error, expired session, dropped stream) with ``truncated=True`` and
+      ``info["error"]`` while the others go on; ``"raise"`` raises. Either way a
+      whole-server failure raises: ``OrsConnectionError`` naming the server when
+      a connection failure is followed by a failed ``/health`` probe, and
+      ``OrsError`` when every sub-env fails in the same step;
     - ``max_connections``: bound on the pooled client's connections (None: none);
     - ``local_workers``: threads calling an in-process env (default ``num_envs``).
 

@@ -41,7 +41,7 @@ def backend_kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def make_env(backend_kind: str, server_url: str) -> Iterator[object]:
-    """``make_env(name, **kwargs)`` builds an OrsEnv over the parametrized backend; closes them all."""
+    """``make_env(name, **kwargs)``: an OrsEnv over the parametrized backend, closed after."""
     from ors_gym.env import OrsEnv
     from ors_gym.envs import BUNDLED
 

@@ -11,6 +11,7 @@ import asyncio
 import pickle
 import socket
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -500,10 +501,23 @@ def test_async_vector_env_over_ors_env(srv: ServerThread, context: str,
     assert not sids & live(srv)
 
 
-def test_async_vector_env_shared_memory_error_is_clear(srv: ServerThread) -> None:
+def test_async_vector_env_shared_memory_as_far_as_spaces_allow(srv: ServerThread) -> None:
     fns = make_env_fns("ors/Remote-v0", 2, base_url=srv.url, env_name="echo")
-    with pytest.raises((TypeError, ValueError), match="shared_memory"):
-        AsyncVectorEnv(fns, shared_memory=True)
+    with pytest.raises((TypeError, ValueError), match="disable `shared_memory`"):
+        AsyncVectorEnv(fns, shared_memory=True)  # text and image tuples: no fixed buffer
+    from ors_gym.wrappers import TextVector
+
+    boxed = make_env_fns("ors/Remote-v0", 2, base_url=srv.url, env_name="echo",
+                         wrappers=[partial(TextVector, dim=16)])
+    env = AsyncVectorEnv(boxed, shared_memory=True)
+    try:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (2, 16) and obs.dtype == np.float32
+        first = obs.copy()
+        obs, *_ = env.step((echo("a b"), echo("a b")))
+        assert np.array_equal(obs[0], obs[1]) and not np.array_equal(obs[0], first[0])
+    finally:
+        env.close()
 
 
 def test_env_fns_pickle_with_their_spec(srv: ServerThread) -> None:
@@ -560,3 +574,78 @@ def test_async_backend_matches_the_sync_one(srv: ServerThread) -> None:
         asyncio.run(main())
     finally:
         sync.close()
+
+
+# -- the sans-IO wire pieces both HTTP transports use --------------------------------------------
+
+
+def test_sse_parser_follows_the_standard() -> None:
+    from ors_gym.backends._http_core import SSEParser
+
+    wire = (b"event: task_id\r\ndata: 42\r\n\r\n: ping\r\n\r\nevent: chunk\rdata:  two spaces"
+            b"\r\n\r\nevent: end\ndata: a\ndata:b\n\ndata: plain\r\n\r\n")
+    whole = SSEParser().feed(wire)
+    assert whole == [("task_id", "42"), ("chunk", " two spaces"), ("end", "a\nb"),
+                     ("message", "plain")]
+    byte_by_byte = SSEParser()  # CRLF split across pieces is one line end, not two
+    assert [e for i in range(len(wire)) for e in byte_by_byte.feed(wire[i:i + 1])] == whole
+
+
+def test_body_decoder_caps_while_inflating() -> None:
+    import gzip
+    import zlib
+
+    from ors_gym.backends._http_core import BodyDecoder, Where
+    from ors_gym.errors import OrsProtocolError
+
+    where = Where(server="http://x")
+    small = gzip.compress(b"hello " * 10)
+    assert BodyDecoder("gzip", max_bytes=100, what="t", where=where).feed(small) == b"hello " * 10
+    deflated = zlib.compress(b"abc")
+    assert BodyDecoder("deflate", max_bytes=100, what="t", where=where).feed(deflated) == b"abc"
+    bomb = gzip.compress(b"\0" * 20_000_000)
+    assert len(bomb) < 100_000
+    decoder = BodyDecoder("gzip", max_bytes=1000, what="t", where=where)
+    with pytest.raises(OrsProtocolError, match="max_response_bytes=1000"):
+        decoder.feed(bomb)
+    assert decoder.size <= 1001  # refused while inflating, not after
+    with pytest.raises(OrsProtocolError, match="gzip encoding is corrupt"):
+        BodyDecoder("gzip", max_bytes=100, what="t", where=where).feed(b"not gzip at all")
+    with pytest.raises(OrsProtocolError, match="did not ask for"):
+        BodyDecoder("br", max_bytes=100, what="t", where=where)
+
+
+def test_async_backend_meets_hostile_answers() -> None:
+    import gzip as gz
+
+    from openreward.environments import Server
+
+    from ors_gym.errors import OrsProtocolError, OrsTimeoutError
+    from ors_gym.serving import load_environment_classes
+    from tests._fault_servers import FaultyApp, UvicornThread
+    from tests._hostile import HostileServer, answer, redirect_to, streamed
+
+    ack = b"event: task_id\r\ndata: 0123abcd\r\n\r\n"
+    elsewhere = FaultyApp(Server(load_environment_classes([Echo])).app)
+    with HostileServer([Echo]) as hs, UvicornThread(elsewhere) as other:
+
+        async def main() -> None:
+            backend = AsyncHttpBackend(hs.url, api_key="sk-KEY-9", max_retries=0,
+                                       call_timeout=1.0, max_response_bytes=100_000)
+            async with backend:
+                sid = await backend.create_session("echo", split="train", index=0)
+                bomb = gz.compress(ack + b"event: chunk\r\ndata: " + b"z" * 5_000_000)
+                hs.app.plan("/echo/call", answer(200, bomb, "text/event-stream",
+                                                 {"content-encoding": "gzip"}))
+                with pytest.raises(OrsProtocolError, match="max_response_bytes=100000"):
+                    await backend.call("echo", sid, "echo", {"text": "x"})
+                hs.app.plan("/echo/call", streamed(ack, b": ping\r\n\r\n", interval=0.05))
+                with pytest.raises(OrsTimeoutError, match=r"call_timeout=1\.0"):
+                    await backend.call("echo", sid, "echo", {"text": "x"})
+                hs.app.plan("/echo/tools", redirect_to(other.url), times=None)
+                listed = await backend.tools("echo")  # answered by the other server
+                assert {"echo", "finish"} <= {t.name for t in listed.tools}
+            assert elsewhere.requests  # the redirect was followed, without the credentials
+            assert not any("x-api-key" in headers for _, headers in elsewhere.requests)
+
+        asyncio.run(main())

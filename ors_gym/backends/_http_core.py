@@ -15,11 +15,13 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import re
 import uuid
+import zlib
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 from ors_gym.errors import (
     OrsConnectionError,
@@ -48,13 +50,15 @@ __all__ = [
     "RETRY_STATUSES",
     "SAFE_BEFORE_ACK",
     "Answer",
-    "BodyBuffer",
+    "BodyDecoder",
+    "BodyReader",
     "Failure",
     "Fetch",
     "Op",
     "Ops",
     "RetryBudget",
     "RetryHint",
+    "SSEParser",
     "Settings",
     "Sleep",
     "Stream",
@@ -89,6 +93,13 @@ _DETAIL_LIMIT = 2000
 #: The SDK server sends ``: ping`` every 10 s while a tool runs; this much silence
 #: on a tool-call stream means the connection is dead, so the call is resumed.
 HEARTBEAT_S = 45.0
+#: Redirect statuses followed (the SDK answers 308 for an unknown environment path).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+#: Headers that never follow a redirect to another origin (credentials, secrets).
+_CREDENTIALS = frozenset({"authorization", "x-api-key", "x-secrets", "cookie"})
+#: Content encodings ``BodyDecoder`` undoes (and so the only ones asked for).
+ACCEPT_ENCODING = "gzip, deflate"
 
 logger = logging.getLogger("ors_gym.http")
 _T = TypeVar("_T")
@@ -133,9 +144,16 @@ def build_headers(
     api_key: str | None,
     session_id: str | None = None,
     secrets: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+    basic_auth: str | None = None,
 ) -> dict[str, str]:
-    """Per-request headers: API key, session id, secrets (the only place they travel)."""
-    headers = {"Content-Type": "application/json"}
+    """Per-request headers: the user's ``extra`` ones, basic auth, API key, session id,
+    secrets (the only place they travel)."""
+    headers = dict(extra or {})
+    headers["Content-Type"] = "application/json"
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
+    if basic_auth:
+        headers["Authorization"] = basic_auth
     if api_key:
         headers["X-API-Key"] = api_key
     if session_id:
@@ -318,6 +336,161 @@ class RetryBudget:
         return max(0.0, min(delay, MAX_DELAY))
 
 
+# -- answer bodies: content decoding and SSE, both within the size cap ----------------
+
+
+def _too_big(what: str, max_bytes: int, where: Where) -> OrsProtocolError:
+    return OrsProtocolError(
+        f"{what}: the answer exceeds max_response_bytes={max_bytes}; raise the backend's "
+        "max_response_bytes if answers this large are expected",
+        **where.kw(),
+    )
+
+
+class BodyDecoder:
+    """Undoes an answer's ``Content-Encoding`` (gzip, deflate) as bytes arrive.
+
+    The size cap applies to the decoded bytes while inflating, never after: a
+    small compressed answer that would inflate past ``max_bytes`` (a "zip
+    bomb") is refused having used about ``max_bytes`` of memory.
+    """
+
+    def __init__(self, content_encoding: str, *, max_bytes: int, what: str, where: Where) -> None:
+        self.max_bytes = max_bytes
+        self.what = what
+        self.where = where
+        self.size = 0
+        codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+        codings = [c for c in codings if c != "identity"]
+        self._z: Any = None
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            raise OrsProtocolError(
+                f"{what}: the answer is encoded as {content_encoding!r}, which ors_gym did not "
+                f"ask for (it accepts {ACCEPT_ENCODING})",
+                **where.kw(),
+            )
+        self.coding = codings[0] if codings else None
+        if self.coding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif self.coding == "deflate":
+            self._z = zlib.decompressobj()
+        self._first = True
+
+    def feed(self, raw: bytes) -> bytes:
+        """Decoded bytes for ``raw``; raises OrsProtocolError past the cap or on bad data."""
+        if self._z is None:
+            self.size += len(raw)
+            if self.size > self.max_bytes:
+                raise _too_big(self.what, self.max_bytes, self.where)
+            return raw
+        out = bytearray()
+        data = raw
+        while data:
+            try:
+                piece = self._z.decompress(data, self.max_bytes - self.size + 1)
+            except zlib.error as exc:
+                if self.coding == "deflate" and self._first:  # raw deflate, no zlib header
+                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                    self._first = False
+                    continue
+                raise OrsProtocolError(
+                    f"{self.what}: the answer's {self.coding} encoding is corrupt ({exc}); "
+                    "the server or a proxy in front of it compressed it wrongly",
+                    **self.where.kw(),
+                ) from None
+            self._first = False
+            self.size += len(piece)
+            if self.size > self.max_bytes:
+                raise _too_big(self.what, self.max_bytes, self.where)
+            out += piece
+            data = self._z.unconsumed_tail
+        return bytes(out)
+
+
+class BodyReader:
+    """Collects a whole answer body: decoded, within the size cap and the time limit.
+
+    ``check`` (if given) runs after every piece: it raises once the request's
+    time is up, so an answer trickling in byte by byte cannot outlast it.
+    """
+
+    def __init__(
+        self,
+        content_encoding: str,
+        *,
+        max_bytes: int,
+        what: str,
+        where: Where,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        self._decoder = BodyDecoder(content_encoding, max_bytes=max_bytes, what=what,
+                                    where=where)
+        self._body = bytearray()
+        self._check = check
+
+    def feed(self, raw: bytes) -> None:
+        self._body += self._decoder.feed(raw)
+        if self._check is not None:
+            self._check()
+
+    def value(self) -> bytes:
+        return bytes(self._body)
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+class SSEParser:
+    """Server-sent events from bytes, per the HTML standard's parsing rules.
+
+    Lines end in CRLF, LF or CR; ``field: value`` loses exactly one space after
+    the colon (not all whitespace: a 4096-character chunk may start with
+    spaces); ``data`` lines join with LF; comment lines (``: ping``) are
+    skipped; a blank line dispatches the event. ``id`` and ``retry`` are ignored.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._skip_lf = False  # the last chunk ended in CR: a leading LF belongs to it
+        self._event = ""
+        self._data: list[str] = []
+        self._seen = False
+
+    def feed(self, data: bytes) -> list[tuple[str, str]]:
+        """The events completed by ``data``, as ``(event, data)`` pairs."""
+        if self._skip_lf and data[:1] == b"\n":
+            data = data[1:]
+        self._skip_lf = False
+        buffer = self._buffer + data if self._buffer else data
+        events: list[tuple[str, str]] = []
+        start = 0
+        for match in _LINE_END.finditer(buffer):
+            if match.group() == b"\r" and match.end() == len(buffer):
+                self._skip_lf = True
+            self._line(buffer[start:match.start()], events)
+            start = match.end()
+        self._buffer = buffer[start:]
+        return events
+
+    def _line(self, raw: bytes, events: list[tuple[str, str]]) -> None:
+        if not raw:
+            if self._seen:
+                events.append((self._event or "message", "\n".join(self._data)))
+            self._event, self._data, self._seen = "", [], False
+            return
+        line = raw.decode("utf-8", "replace")
+        if line.startswith(":"):
+            return
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event, self._seen = value, True
+        elif name == "data":
+            self._data.append(value)
+            self._seen = True
+
+
 # -- SSE streams (/call, /score_group) -----------------------------------------------
 
 
@@ -346,6 +519,29 @@ class StreamAssembler:
         self._size = 0
         self.done = False
         self._deadline = deadline
+        self._decoder: BodyDecoder | None = None
+        self._parser = SSEParser()
+
+    def start(self, content_encoding: str = "") -> None:
+        """Begin reading the stream's raw bytes (with ``feed_bytes``)."""
+        self._decoder = BodyDecoder(content_encoding, max_bytes=self.max_bytes, what=self.what,
+                                    where=self.where)
+
+    def feed_bytes(self, raw: bytes) -> bool:
+        """Take raw bytes of the stream; True once the answer is complete.
+
+        Everything the server sends counts toward the size cap (pings too), and
+        the call's deadline is checked after every piece, events or not.
+        """
+        if self._decoder is None:
+            self.start()
+        assert self._decoder is not None
+        for event, data in self._parser.feed(self._decoder.feed(raw)):
+            if self._feed(event, data):
+                return True
+        if self._deadline is not None:
+            self._deadline()
+        return False
 
     def feed(self, event: str, data: str) -> bool:
         """Take one event; True once the answer is complete (``end`` or ``error``).
@@ -410,6 +606,25 @@ def split_base_url(base_url: str, owner: str = "HttpBackend") -> tuple[str, tupl
     return (redact_url(base_url) or base_url).rstrip("/"), auth
 
 
+def basic_auth_header(auth: tuple[str, str] | None) -> str | None:
+    """The ``Authorization`` value for user-info ``(user, password)`` (as httpx sends it)."""
+    if auth is None:
+        return None
+    token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode("ascii")
+    return f"Basic {token}"
+
+
+def url_of(location: str, path: str) -> str:
+    """The absolute URL of a step's ``path`` (a path under ``location``, or a whole URL)."""
+    return path if path.startswith(("http://", "https://")) else location + path
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
 def check_keepalive(interval: float | None) -> None:
     """Reject a keepalive interval that is not positive (None turns keepalive off)."""
     if interval is not None and interval <= 0:
@@ -434,6 +649,10 @@ class Settings:
     starting_ride_out: float = 600.0
     max_response_bytes: int = 64 * 1024 * 1024
     owner: str = "HttpBackend"
+    #: The user's extra headers, and basic auth from the URL's user-info: sent to the
+    #: server only (dropped when a redirect leads to another origin).
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    basic_auth: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         for name, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
@@ -454,9 +673,11 @@ class Settings:
 
 @dataclass(frozen=True)
 class Fetch:
-    """Send one request and read its whole answer (capped by ``BodyBuffer``).
+    """Send one request and read its whole answer into ``reader(content_encoding)``.
 
-    ``timeout`` overrides the settings' ``timeout`` for this request.
+    ``path`` is under the server's URL, or a whole URL (after a redirect).
+    ``timeout`` overrides the settings' ``timeout`` for this request; the
+    reader also ends an answer that trickles in for longer than that.
     """
 
     method: str
@@ -466,12 +687,19 @@ class Fetch:
     timeout: float | None
     what: str
     where: Where
+    max_bytes: int = 64 * 1024 * 1024
+    check: Callable[[], None] | None = None
+
+    def reader(self, content_encoding: str) -> BodyReader:
+        return BodyReader(content_encoding, max_bytes=self.max_bytes, what=self.what,
+                          where=self.where, check=self.check)
 
 
 @dataclass(frozen=True)
 class Stream:
-    """POST ``content`` and read the SSE answer, feeding every event to ``sink``
-    until ``sink.feed`` returns True (then read the stream to its end).
+    """POST ``content``; a 200 answer's raw bytes go to ``sink.feed_bytes`` (after
+    ``sink.start(content_encoding)``) until it returns True, any other answer is
+    read whole into ``reader(content_encoding)``.
 
     ``read_timeout`` is the longest silence allowed between two bytes.
     """
@@ -483,6 +711,10 @@ class Stream:
     sink: StreamAssembler
     what: str
     where: Where
+
+    def reader(self, content_encoding: str) -> BodyReader:
+        return BodyReader(content_encoding, max_bytes=self.sink.max_bytes, what=self.what,
+                          where=self.where)
 
 
 @dataclass(frozen=True)
@@ -545,27 +777,6 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
-class BodyBuffer:
-    """Collects an answer's body, raising OrsProtocolError past ``max_bytes``."""
-
-    def __init__(self, max_bytes: int, what: str, where: Where) -> None:
-        self.max_bytes = max_bytes
-        self.what = what
-        self.where = where
-        self._body = bytearray()
-
-    def add(self, piece: bytes) -> None:
-        self._body += piece
-        if len(self._body) > self.max_bytes:
-            raise OrsProtocolError(
-                f"{self.what}: the answer exceeds max_response_bytes={self.max_bytes}",
-                **self.where.kw(),
-            )
-
-    def value(self) -> bytes:
-        return bytes(self._body)
-
-
 def require_sse(content_type: str, what: str, where: Where) -> None:
     """Raise OrsProtocolError unless a 200 answer to ``/call`` is an SSE stream."""
     mime = content_type.partition(";")[0].strip().lower()
@@ -578,7 +789,8 @@ def require_sse(content_type: str, what: str, where: Where) -> None:
 
 
 def _log(method: str, path: str, status: int, elapsed: float) -> None:
-    logger.debug("%s %s -> %d in %.1f ms", method, path, status, elapsed * 1000)
+    shown = redact_url(path) if path.startswith(("http://", "https://")) else path
+    logger.debug("%s %s -> %d in %.1f ms", method, shown, status, elapsed * 1000)
 
 
 # -- operations: every backend method, written once ---------------------------------------
@@ -681,15 +893,17 @@ class Ops:
         session id), so a dropped connection is retried like a refused one; a
         timeout is not (the server is slow, and asking again would not help).
         """
-        headers = build_headers(
-            api_key=self.settings.api_key, session_id=where.session_id, secrets=secrets
-        )
+        s = self.settings
+        headers = self.headers(where.session_id, secrets)
         content = None if body is None else encode_json(body, what=what)
         budget = self._budget(max_retries)
-        fetch = Fetch(method, path, headers, content, timeout, what, where)
+        limit = s.timeout if timeout is None else timeout
+        target, hops = path, 0
         while True:
             hint: RetryHint | None = None
-            reply = yield fetch
+            check = _TotalTime(self, self.clock() + limit, limit, what, where)
+            reply = yield Fetch(method, target, headers, content, timeout, what, where,
+                                s.max_response_bytes, check)
             if isinstance(reply, Failure):
                 if reply.kind in ("read_timeout", "timeout"):
                     raise self.timeout_error(what, where, reply)
@@ -697,7 +911,11 @@ class Ops:
             else:
                 assert isinstance(reply, Answer), reply
                 status = reply.status
-                _log(method, path, status, reply.elapsed)
+                _log(method, target, status, reply.elapsed)
+                moved = self._redirect(reply, target, hops, headers, what, where)
+                if moved is not None:
+                    (target, headers), hops = moved, hops + 1
+                    continue
                 if 200 <= status < 300:
                     return decode_json(
                         reply.body, reply.headers.get("content-type", ""), what=what, where=where
@@ -726,10 +944,11 @@ class Ops:
         (connection refused, 429, 503): otherwise the tool may have run.
         """
         s = self.settings
-        headers = build_headers(api_key=s.api_key, session_id=where.session_id)
+        headers = self.headers(where.session_id)
         budget = self._budget()
         deadline = None if s.call_timeout is None else self.clock() + s.call_timeout
         task_id: str | None = None
+        target, hops = path, 0
         while True:
             hint: RetryHint | None = None
             safe = False  # the failure proves the call did not run
@@ -744,17 +963,21 @@ class Ops:
                 deadline=None if deadline is None else _Deadline(self, deadline, what, where),
             )
             content = encode_json({**body, "task_id": sent_task_id}, what=what)
-            reply = yield Stream(path, headers, content, read_timeout, sink, what, where)
+            reply = yield Stream(target, headers, content, read_timeout, sink, what, where)
             task_id = sink.task_id or task_id
             if isinstance(reply, Streamed):
-                _log("POST", path, 200, reply.elapsed)
+                _log("POST", target, 200, reply.elapsed)
                 if sink.done:
                     return self._finish_stream(sink, sent_task_id, what, where)
                 failure: OrsError = OrsConnectionError(
                     f"{what}: the stream ended before its result", **where.kw()
                 )
             elif isinstance(reply, Answer):
-                _log("POST", path, reply.status, reply.elapsed)
+                _log("POST", target, reply.status, reply.elapsed)
+                moved = self._redirect(reply, target, hops, headers, what, where)
+                if moved is not None:  # a redirect answer: the call did not run
+                    (target, headers), hops = moved, hops + 1
+                    continue
                 failure = status_error(
                     reply.status, error_detail(reply.body), what=what, where=where, session=True
                 )
@@ -792,6 +1015,50 @@ class Ops:
             logger.debug("POST %s: %s; %s in %.2f s", path, failure.message,
                          "resuming" if task_id else "retrying", delay)
             yield Sleep(delay)
+
+    def headers(
+        self, session_id: str | None, secrets: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """Every header of a request: the user's, auth, API key, session id, secrets."""
+        s = self.settings
+        return build_headers(api_key=s.api_key, session_id=session_id, secrets=secrets,
+                             extra=dict(s.headers), basic_auth=s.basic_auth)
+
+    def _redirect(
+        self, reply: Answer, current: str, hops: int, headers: dict[str, str], what: str,
+        where: Where,
+    ) -> tuple[str, dict[str, str]] | None:
+        """Where a redirect answer leads, and the headers to send there; None if no redirect.
+
+        Redirects within the server keep every header. One to another origin
+        drops the credentials (API key, secrets, auth, the user's headers), so
+        they reach only the server they were meant for.
+        """
+        location = reply.headers.get("location") if reply.status in REDIRECTS else None
+        if not location:
+            return None
+        url = urljoin(url_of(self.location, current), location.strip())
+        if hops >= MAX_REDIRECTS:
+            raise OrsProtocolError(
+                f"{what}: the server redirected more than {MAX_REDIRECTS} times, last to "
+                f"{redact_url(url)} (a redirect loop?); check the base URL",
+                **where.kw(),
+            )
+        if not url.startswith(("http://", "https://")):
+            raise OrsProtocolError(
+                f"{what}: the server redirected to {redact_url(url)!r}, not an http(s) URL",
+                **where.kw(),
+            )
+        base = self.location
+        if _origin(url) != _origin(base):
+            extra = {name.lower() for name, _ in self.settings.headers}
+            dropped = _CREDENTIALS | extra
+            logger.debug("%s: redirected to another origin (%s); credentials not sent there",
+                         what, redact_url(url))
+            return url, {k: v for k, v in headers.items() if k.lower() not in dropped}
+        if url == base or url.startswith(base + "/"):
+            return url[len(base):] or "/", headers
+        return url, headers
 
     def _finish_stream(
         self, sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where
@@ -1038,6 +1305,28 @@ class Ops:
         yield from self.request("POST", "/ping", what="ping the session",
                                 where=self.where(session_id=session_id), session=True,
                                 max_retries=max_retries, timeout=timeout)
+
+
+class _TotalTime:
+    """The check a ``BodyReader`` runs after each piece: the request's time is up."""
+
+    __slots__ = ("deadline", "limit", "ops", "what", "where")
+
+    def __init__(self, ops: Ops, deadline: float, limit: float, what: str, where: Where) -> None:
+        self.ops = ops
+        self.deadline = deadline
+        self.limit = limit
+        self.what = what
+        self.where = where
+
+    def __call__(self) -> None:
+        if self.ops.clock() >= self.deadline:
+            s = self.ops.settings
+            raise OrsTimeoutError(
+                f"{self.what}: the answer from {s.location} was still arriving after "
+                f"timeout={self.limit} s; raise {s.owner}(timeout=...) if the server is slow",
+                **self.where.kw(),
+            )
 
 
 class _Deadline:

@@ -5,8 +5,8 @@ same retries, resumes, errors and results, because both perform the steps of
 the same sans-IO operations (``_http_core.Ops``); only the I/O differs. Many
 sessions share one pooled ``httpx.AsyncClient``: ``OrsVectorEnv`` steps N
 sessions concurrently on one event loop through it, and may hand one client to
-the backends of several servers. SSE answers are read with ``httpx_sse``'s
-``EventSource`` (what ``aconnect_sse`` wraps). With a ``PooledClient`` (the
+the backends of several servers. Raw answer bytes go to the core, which
+decodes them (gzip, SSE) within the size cap. With a ``PooledClient`` (the
 default) requests go straight to its sharded connection pool, which keeps the
 CPU per tool call low when hundreds of sessions share one loop.
 
@@ -18,7 +18,6 @@ used from another loop. Open sessions are pinged by a task on that loop.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import time
@@ -27,10 +26,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
-from httpx_sse import EventSource
 
 from ors_gym.backends import _http_core as core
-from ors_gym.backends.http import BACKGROUND_TIMEOUT_S, failure_of, fetch_timeout, stream_timeout
+from ors_gym.backends.http import (
+    BACKGROUND_TIMEOUT_S,
+    DRAIN_LIMIT,
+    SSE_HEADERS,
+    failure_of,
+    fetch_timeout,
+    stream_timeout,
+)
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import (
     Block,
@@ -46,10 +51,6 @@ __all__ = ["AsyncHttpBackend", "PooledClient", "ShardedTransport", "pooled_clien
 logger = logging.getLogger("ors_gym.http")
 
 _T = TypeVar("_T")
-
-#: What ``httpx_sse.aconnect_sse`` adds to an SSE request.
-_SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 
 class ShardedTransport(httpx.AsyncBaseTransport):
@@ -117,8 +118,8 @@ class PooledClient(httpx.AsyncClient):
 
     ``AsyncHttpBackend`` hands its requests straight to ``pool``: the client's
     per-request layers (auth flow, redirects, cookies, event hooks) cost more
-    CPU than the connection pool itself, and none applies to an ORS request
-    whose URL is already known; a redirect answer falls back to the client.
+    CPU than the connection pool itself, and ``_http_core`` does what of them an
+    ORS request needs (headers, auth, redirects, decoding) itself.
     """
 
     def __init__(
@@ -133,7 +134,7 @@ class PooledClient(httpx.AsyncClient):
             max_connections=max_connections,
             max_keepalive_connections=max_keepalive_connections,
         )
-        super().__init__(transport=self.pool, follow_redirects=True)
+        super().__init__(transport=self.pool, follow_redirects=False)
 
 
 def pooled_client(
@@ -182,9 +183,9 @@ class AsyncHttpBackend:
         max_connections: int | None = None,
         max_keepalive_connections: int | None = 100,
     ) -> None:
-        self.base_url, self._auth = core.split_base_url(base_url, "AsyncHttpBackend")
-        self._basic_auth = None if self._auth is None else _basic_auth(*self._auth)
+        self.base_url, auth = core.split_base_url(base_url, "AsyncHttpBackend")
         core.check_keepalive(keepalive_interval)
+        self.headers = dict(headers or {})
         self.settings = core.Settings(
             location=self.base_url,
             api_key=api_key,
@@ -196,10 +197,11 @@ class AsyncHttpBackend:
             starting_ride_out=starting_ride_out,
             max_response_bytes=max_response_bytes,
             owner="AsyncHttpBackend",
+            headers=tuple(self.headers.items()),
+            basic_auth=core.basic_auth_header(auth),
         )
         self.location: str = self.base_url
         self.keepalive_interval = keepalive_interval
-        self.headers = dict(headers or {})
         self.max_connections = max_connections
         self.max_keepalive_connections = max_keepalive_connections
         self._ops = core.Ops(self.settings, time.monotonic)
@@ -249,36 +251,25 @@ class AsyncHttpBackend:
             self._client_loop = loop
         return self._client
 
-    def _url(self, path: str) -> str:
-        return self.base_url + path
-
     async def _send(
         self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
         timeout: httpx.Timeout,
     ) -> httpx.Response:
         """Send one request, its answer unread (the caller closes it).
 
-        With a ``PooledClient`` the request goes straight to its pool (see
-        there); a redirect answer is dropped and the request sent again through
-        the client, which follows it.
+        With a ``PooledClient`` the request goes straight to its pool (see there).
         """
         client = self._http()
-        url = self._url(path)
-        headers = {**self.headers, **headers} if self.headers else dict(headers)
+        url = core.url_of(self.location, path)
         if isinstance(client, PooledClient):
-            if self._basic_auth is not None:
-                headers["Authorization"] = self._basic_auth
             request = httpx.Request(method, url, headers=headers, content=content,
                                     extensions={"timeout": timeout.as_dict()})
             response = await client.pool.handle_async_request(request)
-            if response.status_code not in _REDIRECTS:
-                response.request = request
-                return response
-            await response.aclose()
-            headers.pop("Authorization", None)
+            response.request = request
+            return response
         request = client.build_request(method, url, headers=headers, content=content,
                                        timeout=timeout)
-        return await client.send(request, stream=True, auth=self._auth)
+        return await client.send(request, stream=True, follow_redirects=False)
 
     async def _run(self, op: core.Op[_T]) -> _T:
         """Drive one operation to its result, performing each step it yields."""
@@ -300,10 +291,10 @@ class AsyncHttpBackend:
 
     async def _read(self, response: httpx.Response, step: core.Fetch | core.Stream,
                     started: float) -> core.Answer:
-        body = core.BodyBuffer(self.settings.max_response_bytes, step.what, step.where)
-        async for piece in response.aiter_bytes():
-            body.add(piece)
-        return core.Answer(response.status_code, response.headers, body.value(),
+        reader = step.reader(response.headers.get("content-encoding", ""))
+        async for raw in response.aiter_raw():
+            reader.feed(raw)
+        return core.Answer(response.status_code, response.headers, reader.value(),
                            time.monotonic() - started)
 
     async def _fetch(self, step: core.Fetch) -> core.Answer | core.Failure:
@@ -321,17 +312,18 @@ class AsyncHttpBackend:
     async def _stream(self, step: core.Stream) -> core.Answer | core.Streamed | core.Failure:
         started = time.monotonic()
         try:
-            response = await self._send("POST", step.path, {**step.headers, **_SSE_HEADERS},
+            response = await self._send("POST", step.path, {**step.headers, **SSE_HEADERS},
                                         step.content, stream_timeout(step, self.settings))
             try:
                 if response.status_code != 200:
                     return await self._read(response, step, started)
                 core.require_sse(response.headers.get("content-type", ""), step.what,
                                  step.where)
-                events = EventSource(response).aiter_sse()
-                async for event in events:
-                    if step.sink.feed(event.event, event.data):
-                        await _drain(events)
+                step.sink.start(response.headers.get("content-encoding", ""))
+                pieces = response.aiter_raw()
+                async for raw in pieces:
+                    if step.sink.feed_bytes(raw):
+                        await _drain(pieces)
                         break
             finally:
                 await response.aclose()
@@ -503,16 +495,14 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
         del backend
 
 
-def _basic_auth(username: str, password: str) -> str:
-    """The ``Authorization`` value httpx's ``BasicAuth`` sends."""
-    token = base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
-    return f"Basic {token}"
-
-
-async def _drain(events: AsyncIterator[Any]) -> None:
-    """Read a finished stream to its end, so its connection goes back to the pool."""
+async def _drain(pieces: AsyncIterator[bytes]) -> None:
+    """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
+    goes back to the pool; past the limit the connection is dropped instead."""
+    left = DRAIN_LIMIT
     try:
-        async for _ in events:
-            pass
+        async for raw in pieces:
+            left -= len(raw)
+            if left < 0:
+                return
     except httpx.HTTPError:
         pass

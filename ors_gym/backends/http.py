@@ -9,8 +9,10 @@ event) is resumed with that id, so the tool runs once. A daemon thread pings
 open sessions so they outlive a slow policy.
 
 Every method is an operation of the sans-IO ``_http_core.Ops`` (what to send,
-how to read answers, when to retry); this module only performs its steps with
-blocking I/O. ``async_http.AsyncHttpBackend`` performs the same steps on asyncio.
+how to read answers, when to retry, where a redirect may lead, how to decode
+gzip and SSE within the size cap); this module only performs its steps with
+blocking I/O, handing the core raw bytes. ``async_http.AsyncHttpBackend``
+performs the same steps on asyncio.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
-from httpx_sse import connect_sse
 
 from ors_gym.backends import _http_core as core
 from ors_gym.errors import OrsError, OrsSessionExpired
@@ -77,6 +78,13 @@ def stream_timeout(step: core.Stream, settings: core.Settings) -> httpx.Timeout:
                          read=step.read_timeout)
 
 
+#: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+#: After a stream's result, at most this much more is read so the connection can be
+#: reused; a server that keeps sending loses its connection instead.
+DRAIN_LIMIT = 64 * 1024
+
+
 # -- the backend ----------------------------------------------------------------------------
 
 
@@ -108,8 +116,9 @@ class HttpBackend:
         max_response_bytes: int = 64 * 1024 * 1024,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.base_url, self._auth = core.split_base_url(base_url)
+        self.base_url, auth = core.split_base_url(base_url)
         core.check_keepalive(keepalive_interval)
+        self.headers = dict(headers or {})
         self.settings = core.Settings(
             location=self.base_url,
             api_key=api_key,
@@ -120,10 +129,11 @@ class HttpBackend:
             backoff=backoff,
             starting_ride_out=starting_ride_out,
             max_response_bytes=max_response_bytes,
+            headers=tuple(self.headers.items()),
+            basic_auth=core.basic_auth_header(auth),
         )
         self.location: str = self.base_url
         self.keepalive_interval = keepalive_interval
-        self.headers = dict(headers or {})
         self._ops = core.Ops(self.settings, time.monotonic)
         self._init_runtime()
 
@@ -194,12 +204,10 @@ class HttpBackend:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
+                # Redirects, auth, headers and decoding are the core's (see _http_core).
                 self._client = httpx.Client(
-                    base_url=self.base_url,
-                    auth=self._auth,
-                    headers=self.headers,
                     timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
-                    follow_redirects=True,
+                    follow_redirects=False,
                 )
             return self._client
 
@@ -224,37 +232,39 @@ class HttpBackend:
     def _fetch(self, step: core.Fetch) -> core.Answer | core.Failure:
         http = self._http()
         started = time.monotonic()
-        body = core.BodyBuffer(self.max_response_bytes, step.what, step.where)
         try:
-            with http.stream(step.method, step.path, content=step.content, headers=step.headers,
+            with http.stream(step.method, core.url_of(self.location, step.path),
+                             content=step.content, headers=step.headers,
                              timeout=fetch_timeout(step, self.settings)) as response:
-                for piece in response.iter_bytes():
-                    body.add(piece)
+                reader = step.reader(response.headers.get("content-encoding", ""))
+                for raw in response.iter_raw():
+                    reader.feed(raw)
         except httpx.TransportError as exc:
             return failure_of(exc)
-        return core.Answer(response.status_code, response.headers, body.value(),
+        return core.Answer(response.status_code, response.headers, reader.value(),
                            time.monotonic() - started)
 
     def _stream(self, step: core.Stream) -> core.Answer | core.Streamed | core.Failure:
         http = self._http()
         started = time.monotonic()
         try:
-            with connect_sse(http, "POST", step.path, content=step.content,
-                             headers=dict(step.headers),
-                             timeout=stream_timeout(step, self.settings)) as source:
-                response = source.response
+            with http.stream("POST", core.url_of(self.location, step.path),
+                             content=step.content, headers={**step.headers, **SSE_HEADERS},
+                             timeout=stream_timeout(step, self.settings)) as response:
+                encoding = response.headers.get("content-encoding", "")
                 if response.status_code != 200:
-                    body = core.BodyBuffer(self.max_response_bytes, step.what, step.where)
-                    for piece in response.iter_bytes():
-                        body.add(piece)
-                    return core.Answer(response.status_code, response.headers, body.value(),
+                    reader = step.reader(encoding)
+                    for raw in response.iter_raw():
+                        reader.feed(raw)
+                    return core.Answer(response.status_code, response.headers, reader.value(),
                                        time.monotonic() - started)
                 core.require_sse(response.headers.get("content-type", ""), step.what,
                                  step.where)
-                events = source.iter_sse()
-                for event in events:
-                    if step.sink.feed(event.event, event.data):
-                        _drain(events)
+                step.sink.start(encoding)
+                pieces = response.iter_raw()
+                for raw in pieces:
+                    if step.sink.feed_bytes(raw):
+                        _drain(pieces)
                         break
         except httpx.TransportError as exc:
             return failure_of(exc)
@@ -431,10 +441,14 @@ def _keepalive_loop(ref: weakref.ref[HttpBackend], stop: threading.Event, interv
         del backend
 
 
-def _drain(events: Iterator[Any]) -> None:
-    """Read a finished stream to its end, so its connection goes back to the pool."""
+def _drain(pieces: Iterator[bytes]) -> None:
+    """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
+    goes back to the pool; past the limit the connection is dropped instead."""
+    left = DRAIN_LIMIT
     try:
-        for _ in events:
-            pass
+        for raw in pieces:
+            left -= len(raw)
+            if left < 0:
+                return
     except httpx.HTTPError:
         pass
