@@ -400,7 +400,9 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     delay = rows[0]["delay_ms"] if rows else "?"
-    fig.suptitle(f"Latency env, {delay} ms tool, one SDK server process")
+    where = ("every env hosting it in-process" if rows and rows[0].get("transport") == IN_PROCESS
+             else "one SDK server process")
+    fig.suptitle(f"Latency env, {delay:g} ms tool, {where}")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)

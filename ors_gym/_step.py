@@ -28,6 +28,7 @@ from ors_gym.errors import (
     OrsRequestError,
     OrsServerError,
     OrsSessionExpired,
+    OrsTimeoutError,
     OrsToolError,
 )
 from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks
@@ -44,6 +45,7 @@ __all__ = [
     "check_reset_options",
     "choose_task",
     "reset_result",
+    "truncation_reason",
 ]
 
 NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
@@ -163,15 +165,17 @@ class Turn:
     def fail(self, exc: OrsError) -> bool:
         """End the episode (truncated) on a failed call; True if the session is lost.
 
-        A lost session (connection, expiry) has nothing left to delete.
+        A lost session (connection, expiry) has nothing left to delete, and
+        trying would wait on a dead server. A timed-out one is kept: the server
+        is alive, and the next reset (or close) deletes it.
         """
         self._done = True
         self.truncated = True
-        lost = isinstance(exc, OrsConnectionError | OrsSessionExpired)
-        self.info["truncation_reason"] = "session_lost" if lost else "server_error"
+        reason = truncation_reason(exc)
+        self.info["truncation_reason"] = reason
         self.info["error"] = str(exc)
         self.blocks.append(TextBlock(text=f"The episode ended: {exc}"))
-        return lost
+        return reason == "session_lost"
 
     def finish(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         """The step's ``(observation, reward, terminated, truncated, info)``."""
@@ -234,6 +238,15 @@ class Turn:
         self.blocks.append(TextBlock(text=text))
         self.info["error_reason"] = "no_tool_call"
         return []
+
+
+def truncation_reason(exc: OrsError) -> str:
+    """Why an infrastructure failure ended the episode, for ``info["truncation_reason"]``."""
+    if isinstance(exc, OrsTimeoutError):
+        return "timeout"
+    if isinstance(exc, OrsConnectionError | OrsSessionExpired):
+        return "session_lost"
+    return "server_error"
 
 
 def call_record(

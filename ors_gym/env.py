@@ -24,26 +24,26 @@ import numpy as np
 
 from ors_gym import _cleanup
 from ors_gym._secret import Secret, redact_kwargs, reveal
-from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym._step import (
+    RECOVERABLE,
+    Elapsed,
+    StepRules,
+    Turn,
+    check_reset_options,
+    choose_task,
+    reset_result,
+)
+from ors_gym.actions import ParsedAction, parse_action
 from ors_gym.backends.base import Backend
 from ors_gym.errors import (
-    OrsActionError,
-    OrsConnectionError,
     OrsError,
     OrsProtocolError,
     OrsRequestError,
-    OrsServerError,
-    OrsSessionExpired,
-    OrsTimeoutError,
-    OrsToolError,
 )
-from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks, observation_space
+from ors_gym.observations import DEFAULT_MAX_PIXELS, observation_space
 from ors_gym.protocol import (
-    Block,
     ListToolsOutput,
-    RunToolError,
     TerminalToolSpec,
-    TextBlock,
 )
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.tool_formats import as_action, tools_as
@@ -54,28 +54,6 @@ logger = logging.getLogger("ors_gym")
 
 NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
 OnErrorPolicy = Literal["raise", "truncate"]
-
-NUDGE_TEXT = (
-    "No tool was called. Act by calling one of the available tools: {tools}. "
-    'Write a call as {{"name": "<tool>", "arguments": {{...}}}}.'
-)
-
-
-class Elapsed(float):
-    """A duration in seconds that compares equal to any other ``Elapsed``.
-
-    Timings are measurements, not part of an episode's content: two identical
-    steps must have equal infos (Gymnasium's ``check_env`` compares them).
-    """
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Elapsed)
-
-    def __ne__(self, other: object) -> bool:
-        return not isinstance(other, Elapsed)
-
-    __hash__ = float.__hash__
-
 
 class _Session:
     """The live session of an env, shared with its finaliser (which must not hold the env)."""
@@ -107,12 +85,11 @@ def make_backend(
     timeout: float | None = None,
     **backend_kwargs: Any,
 ) -> Backend:
-    """Build the backend for ``base_url`` (HTTP) or ``env_class`` (in-process)."""
-    if base_url is not None and env_class is not None:
-        raise ValueError(
-            "give either base_url (an ORS server over HTTP) or env_class (an SDK environment "
-            "hosted in this process), not both"
-        )
+    """Build the backend: HTTP for ``base_url``, else in-process for ``env_class``.
+
+    ``base_url`` wins when both are given, so ``gym.make("ors/GridWorld-v0",
+    base_url=...)`` talks to a server instead of hosting the bundled class.
+    """
     if base_url is not None:
         from ors_gym.backends.http import HttpBackend
 
@@ -194,6 +171,8 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         # Runs when the env is garbage-collected without close(): deferred to a worker
         # thread, since the collector may run it anywhere (see ors_gym._cleanup).
         self._finalizer = weakref.finalize(self, _cleanup.schedule, self._session.release)
+        if env_name is None and base_url is not None and env_class is not None:
+            env_name = _class_env_name(env_class)  # the bundled class, served remotely
         self._env_name = env_name.lower() if env_name else None
         self.split = split
         self.max_steps = max_steps if max_steps is not None else max_episode_steps
@@ -321,38 +300,14 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         Otherwise a task is drawn from the split with the env's seeded RNG.
         """
         super().reset(seed=seed)
-        options = dict(options or {})
-        unknown = set(options) - {"task_spec", "index", "split"}
-        if unknown:
-            raise ValueError(
-                f"unknown reset option(s) {sorted(unknown)}; "
-                "valid ones are 'task_spec', 'index' and 'split'"
-            )
+        options = check_reset_options(options)
         self._session.end()
         self._tools = None
         self._steps = 0
         self._transcript = []
         self._last_image = None
-
-        task_spec = options.get("task_spec")
-        split: str | None = None
-        index: int | None = None
         try:
-            if task_spec is None:
-                split = options.get("split") or self.default_split()
-                if "index" in options:
-                    index = int(options["index"])
-                else:
-                    count = self.num_tasks(split)
-                    if count <= 0:
-                        raise OrsRequestError(
-                            f"split {split!r} has no tasks; choose another with "
-                            "reset(options={'split': ...})",
-                            server=self.location,
-                            env_name=self.env_name,
-                        )
-                    index = int(self.np_random.integers(count))
-                task_spec = self.task(index, split)
+            task_spec, split, index = choose_task(self, options, self.np_random)
             sid = self.backend.create_session(
                 self.env_name,
                 task_spec=task_spec if split is None else None,
@@ -368,26 +323,13 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
                 server=self.location, env_name=self.env_name, session_id=self.session_id
             ) from None
         self.action_space.set_tools(self._tools.tools, self._tools.terminal_tool)
-
-        decoded = decode_blocks(
-            prompt, image_size=self.image_size, max_pixels=self.max_image_pixels
+        observation, info = reset_result(
+            prompt, self._tools, env_name=self.env_name, task_spec=task_spec, split=split,
+            index=index, session_id=sid, image_size=self.image_size,
+            max_image_pixels=self.max_image_pixels,
         )
-        self._remember(decoded.observation, "prompt")
-        info: dict[str, Any] = {
-            "env_name": self.env_name,
-            "task_spec": copy.deepcopy(task_spec),
-            "split": split,
-            "index": index,
-            "session_id": sid,
-            "tools": [t.model_dump() for t in self._tools.tools],
-            "terminal_tool": (
-                self._tools.terminal_tool.model_dump() if self._tools.terminal_tool else None
-            ),
-            "blocks": list(prompt),
-        }
-        if decoded.notes:
-            info["observation_notes"] = list(decoded.notes)
-        return decoded.observation, info
+        self._remember(observation, "prompt")
+        return observation, info
 
     def step(
         self, action: Any
@@ -406,83 +348,25 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         if self.render_mode is not None:
             self._transcript.append(f"[agent] {_describe_action(parsed)}")
 
-        blocks: list[Block] = []
-        calls: list[dict[str, Any]] = []
-        reward = 0.0
-        terminated = False
-        truncated = False
-        info: dict[str, Any] = {"calls": calls}
-        notes = list(parsed.errors)
-
-        tool_calls = list(parsed.tool_calls)
-        if len(tool_calls) > self.max_calls_per_step:
-            notes.append(
-                f"only the first {self.max_calls_per_step} of {len(tool_calls)} tool calls ran; "
-                "make fewer calls per turn"
-            )
-            tool_calls = tool_calls[: self.max_calls_per_step]
-        if not tool_calls and not parsed.errors:
-            tool_calls, outcome = self._no_tool_calls(parsed)
-            if outcome is not None:
-                obs_text, reward, terminated, truncated, reason = outcome
-                if reason:
-                    info["truncation_reason" if truncated else "termination_reason"] = reason
-                blocks.append(TextBlock(text=obs_text))
-                info["error_reason"] = "no_tool_call"
-
+        turn = Turn(parsed, self._rules(), self.tools, steps=self._steps,
+                    env_name=self._env_name)
         try:
-            for call in tool_calls:
-                record = self._run_call(sid, call)
-                calls.append(record)
-                reward += record["reward"]
-                if len(tool_calls) > 1:
-                    blocks.append(TextBlock(text=f"[{call.name}]"))
-                blocks.extend(record["blocks"])
-                if record["finished"]:
-                    terminated = True
-                    break
-        except (OrsConnectionError, OrsSessionExpired, OrsServerError, OrsToolError,
-                OrsProtocolError) as exc:
+            while (call := turn.next_call()) is not None:
+                start = time.perf_counter()
+                try:
+                    result = self.backend.call(self.env_name, sid, call.name, call.arguments)
+                except OrsError as exc:
+                    raise exc.with_context(tool=call.name) from exc.__cause__
+                turn.record(call, result, time.perf_counter() - start)
+        except RECOVERABLE as exc:
             exc.with_context(server=self.location, env_name=self.env_name, session_id=sid)
             if self.on_error == "raise":
                 raise
-            truncated = True
-            info["truncation_reason"] = _truncation_reason(exc)
-            info["error"] = str(exc)
-            blocks.append(TextBlock(text=f"The episode ended: {exc}"))
-            if info["truncation_reason"] == "session_lost":
-                # Nothing left to delete, and trying would wait on a dead server. A timed-out
-                # session is kept: the server is alive, and reset()/close() delete it.
+            if turn.fail(exc):  # nothing left to delete, and trying would wait on a dead server
                 self._session.session_id = None
-
-        if parsed.errors and not calls:
-            info.setdefault("error_reason", "parse_error")
-            reward += self.error_reward * len(parsed.errors)
-        for note in notes:
-            blocks.append(TextBlock(text=note))
-        first_error = next((c["error_reason"] for c in calls if not c["ok"]), None)
-        if first_error is not None:
-            info["error_reason"] = first_error
-        elif calls and any(not c["ok"] for c in calls):
-            info["error_reason"] = "error"
-
-        if (
-            not terminated
-            and not truncated
-            and self.max_steps is not None
-            and self._steps >= self.max_steps
-        ):
-            truncated = True
-            info["truncation_reason"] = "max_steps"
-
-        decoded = decode_blocks(
-            blocks, image_size=self.image_size, max_pixels=self.max_image_pixels
-        )
-        if decoded.notes:
-            info["observation_notes"] = list(decoded.notes)
-        info["blocks"] = blocks
-        self._remember(decoded.observation, "env")
-        return decoded.observation, reward, terminated, truncated, info
+        observation, reward, terminated, truncated, info = turn.finish()
+        self._remember(observation, "env")
+        return observation, reward, terminated, truncated, info
 
     def render(self) -> Any:
         """``ansi``: the episode transcript; ``rgb_array``: the last image seen."""
@@ -519,61 +403,16 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         return self.__repr__()
 
     # -- helpers ---------------------------------------------------------------------------
-    def _run_call(self, sid: str, call: ToolCall) -> dict[str, Any]:
-        """Run one call; its record for ``info["calls"]`` (with the call's own ``blocks``)."""
-        start = time.perf_counter()
-        try:
-            result = self.backend.call(self.env_name, sid, call.name, call.arguments)
-        except OrsError as exc:
-            raise exc.with_context(tool=call.name) from exc.__cause__
-        seconds = Elapsed(time.perf_counter() - start)
-        if isinstance(result, RunToolError):
-            return {
-                "name": call.name,
-                "input": call.arguments,
-                "ok": False,
-                "reward": self.error_reward,
-                "finished": False,
-                "metadata": None,
-                "error": result.error,
-                "error_reason": result.reason or "error",
-                "seconds": seconds,
-                "blocks": [TextBlock(text=f"Error: {result.error}")],
-            }
-        out = result.output
-        return {
-            "name": call.name,
-            "input": call.arguments,
-            "ok": True,
-            "reward": float(out.reward) if out.reward is not None else 0.0,
-            "finished": bool(out.finished),
-            "metadata": out.metadata,
-            "error": None,
-            "error_reason": None,
-            "seconds": seconds,
-            "blocks": list(out.blocks),
-        }
-
-    def _no_tool_calls(
-        self, parsed: ParsedAction
-    ) -> tuple[list[ToolCall], tuple[str, float, bool, bool, str | None] | None]:
-        """The terminal-tool rule: a plain message goes to the terminal tool, else the policy."""
-        terminal = self.terminal_tool
-        if terminal is not None:
-            arguments = {} if terminal.arg is None else {terminal.arg: parsed.message}
-            return [ToolCall(terminal.name, arguments)], None
-        if self.no_tool_call == "error":
-            raise OrsActionError(
-                "the action has no tool calls and this environment has no terminal tool; "
-                "call one of its tools, or construct the env with no_tool_call='nudge'",
-                env_name=self._env_name,
-            )
-        tool_names = ", ".join(t.name for t in self.tools.tools) or "(none)"
-        if self.no_tool_call == "nudge":
-            return [], (NUDGE_TEXT.format(tools=tool_names), self.error_reward, False, False, None)
-        if self.no_tool_call == "terminate":
-            return [], ("The episode ended: no tool was called.", 0.0, True, False, "no_tool_call")
-        return [], ("The episode ended: no tool was called.", 0.0, False, True, "no_tool_call")
+    def _rules(self) -> StepRules:
+        """The settings a step's outcome depends on, for ``ors_gym._step.Turn``."""
+        return StepRules(
+            no_tool_call=self.no_tool_call,
+            error_reward=self.error_reward,
+            image_size=self.image_size,
+            max_image_pixels=self.max_image_pixels,
+            max_calls_per_step=self.max_calls_per_step,
+            max_steps=self.max_steps,
+        )
 
     def _remember(self, observation: dict[str, Any], who: str) -> None:
         if self.render_mode is None:
@@ -583,13 +422,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
             self._last_image = observation["images"][-1]
 
 
-def _truncation_reason(exc: OrsError) -> str:
-    """Why an infrastructure failure ended the episode, for ``info["truncation_reason"]``."""
-    if isinstance(exc, OrsTimeoutError):
-        return "timeout"
-    if isinstance(exc, (OrsConnectionError, OrsSessionExpired)):
-        return "session_lost"
-    return "server_error"
+def _class_env_name(env_class: Any) -> str:
+    """The name a server gives ``env_class`` (a class or ``module:Class``): its class name."""
+    if isinstance(env_class, str):
+        return env_class.rpartition(":")[2]
+    name = getattr(env_class, "name", None)
+    return str(name()) if callable(name) else str(env_class.__name__)
 
 
 def _describe_action(parsed: ParsedAction) -> str:

@@ -404,3 +404,14 @@ def test_server_killed_mid_episode(on_error: str) -> None:
         env.close()
     finally:
         _stop(proc)
+
+
+def test_bundled_ids_take_a_base_url_to_use_a_server(server: Any, server_url: str) -> None:
+    env = gym.make("ors/Counter-v0", base_url=server_url)
+    try:
+        _, info = env.reset(seed=0)
+        assert env.unwrapped.location.startswith("http://127.0.0.1")
+        assert info["env_name"] == "counter"
+        assert info["session_id"] in server.sdk_server._active_envs
+    finally:
+        env.close()
