@@ -33,6 +33,8 @@ __all__ = [
     "ToolOutput",
     "ToolResultBlock",
     "ToolSpec",
+    "check_secrets",
+    "check_task_source",
     "parse",
 ]
 
@@ -185,6 +187,30 @@ class GroupScore(_Model):
 
     reward: float
     metadata: JSONObject | None = None
+
+
+def check_task_source(task_spec: Any, split: str | None, index: int | None) -> None:
+    """A session is for ``task_spec``, or for ``split`` and ``index``: exactly one of the two."""
+    if (task_spec is None) == (split is None and index is None):
+        raise ValueError(
+            "create_session needs either task_spec=... or split=... and index=..., "
+            "not both and not neither"
+        )
+    if task_spec is None and (split is None or index is None):
+        raise ValueError("create_session needs both split=... and index=... together")
+
+
+def check_secrets(secrets: Mapping[str, str] | None) -> dict[str, str]:
+    """``secrets`` as a plain dict, after checking it maps str names to str values."""
+    plain: dict[str, str] = {}
+    for key, value in (secrets or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(
+                "secrets must map str names to str values, e.g. {'OPENAI_API_KEY': 'sk-...'}; "
+                f"got a {type(value).__name__} value for a {type(key).__name__} key"
+            )
+        plain[key] = value
+    return plain
 
 
 _T = TypeVar("_T")

@@ -42,6 +42,8 @@ from ors_gym.protocol import (
     ListToolsOutput,
     Message,
     Split,
+    check_secrets,
+    check_task_source,
     parse,
 )
 
@@ -129,13 +131,7 @@ class Where:
 
 def secrets_header(secrets: Mapping[str, str]) -> str:
     """The ``X-Secrets`` value: standard base64 of ``{"KEY": {"value": "..."}}``."""
-    for key, value in secrets.items():
-        if not isinstance(key, str) or not isinstance(value, str):
-            raise TypeError(
-                "secrets must map str names to str values, e.g. {'OPENAI_API_KEY': 'sk-...'}; "
-                f"got a {type(value).__name__} value for a {type(key).__name__} key"
-            )
-    payload = {key: {"value": value} for key, value in secrets.items()}
+    payload = {key: {"value": value} for key, value in check_secrets(secrets).items()}
     return base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
 
 
@@ -1199,13 +1195,7 @@ class Ops:
     ) -> Op[str]:
         """Open a session for a task; returns its id (a uuid4 made here, which the
         protocol allows, saving the ``/create_session`` round trip)."""
-        if (task_spec is None) == (split is None and index is None):
-            raise ValueError(
-                "create_session needs either task_spec=... or split=... and index=..., "
-                "not both and not neither"
-            )
-        if task_spec is None and (split is None or index is None):
-            raise ValueError("create_session needs both split=... and index=... together")
+        check_task_source(task_spec, split, index)
         env = yield from self.env(env_name)
         sid = str(uuid.uuid4())
         body: dict[str, Any] = {"env_name": env}

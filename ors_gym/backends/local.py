@@ -60,6 +60,8 @@ from ors_gym.protocol import (
     Split,
     TextBlock,
     ToolOutput,
+    check_secrets,
+    check_task_source,
     parse,
 )
 
@@ -881,24 +883,10 @@ class LocalBackend:
         instance is built here and ``setup()`` runs in the background: a failed
         setup surfaces as OrsServerError on the session's next request.
         """
-        if (task_spec is None) == (split is None and index is None):
-            raise ValueError(
-                "create_session needs either task_spec=... or split=... and index=..., "
-                "not both and not neither"
-            )
-        if task_spec is None and (split is None or index is None):
-            raise ValueError("create_session needs both split=... and index=... together")
+        check_task_source(task_spec, split, index)
         env, cls = self._class(env_name)
         what = f"create a {env} session"
-        plain_secrets: dict[str, str] = {}
-        for key, value in (secrets or {}).items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise TypeError(
-                    "secrets must map str names to str values, e.g. "
-                    "{'OPENAI_API_KEY': 'sk-...'}; got a "
-                    f"{type(value).__name__} value for a {type(key).__name__} key"
-                )
-            plain_secrets[key] = value
+        plain_secrets = check_secrets(secrets)
         if task_spec is not None:
             try:
                 spec = _json_in(task_spec)
