@@ -62,6 +62,47 @@ def served(specs: Sequence[str], extra_path: Sequence[str] = ()) -> Iterator[str
             proc.wait()
 
 
+@contextmanager
+def bare_sse_call(
+    url: str, env: str, tool: str, args: Mapping[str, Any], task: Mapping[str, Any]
+) -> Iterator[Callable[[], Any]]:
+    """The HTTP floor: yields ``one()``, a single tool call made the plainest way.
+
+    One pooled httpx connection, one session, the SSE stream read with httpx-sse,
+    chunks joined and the JSON parsed; the session is deleted at exit.
+    """
+    import uuid
+
+    import httpx
+    from httpx_sse import connect_sse
+
+    client = httpx.Client(base_url=url, timeout=60)
+    headers = {"X-Session-ID": str(uuid.uuid4())}
+    client.post(
+        "/create", json={"env_name": env, "task_spec": dict(task)}, headers=headers
+    ).raise_for_status()
+    body = {"name": tool, "input": dict(args), "task_id": None}
+    path = f"/{env}/call"
+
+    def one() -> Any:
+        parts: list[str] = []
+        with connect_sse(client, "POST", path, json=body, headers=headers) as source:
+            for event in source.iter_sse():
+                if event.event == "error":
+                    raise RuntimeError(event.data)
+                if event.event in ("chunk", "end"):
+                    parts.append(event.data)
+                    if event.event == "end":
+                        break
+        return json.loads("".join(parts))
+
+    try:
+        yield one
+    finally:
+        client.post("/delete", headers=headers)
+        client.close()
+
+
 def batch_size(steps: Steps, batch_seconds: float, minimum: int = 3) -> int:
     """Steps per batch so one batch takes about ``batch_seconds`` (after a warm-up)."""
     steps(2)  # warm up: imports, caches, connections

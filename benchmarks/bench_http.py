@@ -28,13 +28,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +42,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 
 from benchmarks._common import (
     Steps,
+    bare_sse_call,
     flat,
     interleave,
     percentile,
@@ -76,28 +75,12 @@ def floor_case(url: str, env: str = ENV, tool: str = TOOL,
                args: dict[str, Any] | None = None, task: dict[str, Any] | None = None
                ) -> Iterator[Steps]:
     """The bare client: one pooled httpx connection, SSE read, chunks joined, JSON parsed."""
-    import httpx
-    from httpx_sse import connect_sse
+    call = bare_sse_call(url, env, tool, ARGS if args is None else args, task or _task())
+    with call as one:
+        yield _timed_steps(one)
 
-    client = httpx.Client(base_url=url, timeout=60)
-    headers = {"X-Session-ID": str(uuid.uuid4())}
-    client.post("/create", json={"env_name": env, "task_spec": task or _task()},
-                headers=headers).raise_for_status()
-    body = {"name": tool, "input": ARGS if args is None else args, "task_id": None}
-    path = f"/{env}/call"
 
-    def one() -> Any:
-        parts: list[str] = []
-        with connect_sse(client, "POST", path, json=body, headers=headers) as source:
-            for event in source.iter_sse():
-                if event.event == "error":
-                    raise RuntimeError(event.data)
-                if event.event in ("chunk", "end"):
-                    parts.append(event.data)
-                    if event.event == "end":
-                        break
-        return json.loads("".join(parts))
-
+def _timed_steps(one: Callable[[], Any]) -> Steps:
     def steps(n: int) -> list[float]:
         out = []
         for _ in range(n):
@@ -107,11 +90,7 @@ def floor_case(url: str, env: str = ENV, tool: str = TOOL,
         assert result["ok"], result
         return out
 
-    try:
-        yield steps
-    finally:
-        client.post("/delete", headers=headers)
-        client.close()
+    return steps
 
 
 @contextmanager

@@ -35,7 +35,6 @@ import json
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -154,29 +153,13 @@ def _orsenv_step() -> Iterator[Batch]:
 @contextmanager
 def _http_floor(url: str) -> Iterator[Batch]:
     """The bare HTTP client: one pooled connection, SSE read, JSON parse."""
-    import httpx
-    from httpx_sse import connect_sse
+    from benchmarks._common import bare_sse_call
 
-    client = httpx.Client(base_url=url, timeout=30)
-    sid = str(uuid.uuid4())
-    headers = {"X-Session-ID": sid}
-    client.post(
-        "/create", json={"env_name": "echo", "task_spec": _task()}, headers=headers
-    ).raise_for_status()
-    body = {"name": TOOL, "input": ARGS, "task_id": None}
+    with bare_sse_call(url, "echo", TOOL, ARGS, _task()) as one:
+        yield _timed_calls(one)
 
-    def one() -> Any:
-        parts: list[str] = []
-        with connect_sse(client, "POST", "/echo/call", json=body, headers=headers) as source:
-            for event in source.iter_sse():
-                if event.event == "error":
-                    raise RuntimeError(event.data)
-                if event.event in ("chunk", "end"):
-                    parts.append(event.data)
-                    if event.event == "end":
-                        break
-        return json.loads("".join(parts))
 
+def _timed_calls(one: Callable[[], Any]) -> Batch:
     def calls(n: int) -> tuple[float, float]:
         start = _clock()
         for _ in range(n):
@@ -185,11 +168,7 @@ def _http_floor(url: str) -> Iterator[Batch]:
         assert result["ok"], result
         return elapsed
 
-    try:
-        yield calls
-    finally:
-        client.post("/delete", headers=headers)
-        client.close()
+    return calls
 
 
 @contextmanager

@@ -217,8 +217,13 @@ def _normalize_call(obj: Any, *, mode: str, where: str) -> ToolCall | str | None
     return _agent_error(f"the arguments of {name!r} must be a JSON object, got {_json_type(args)}")
 
 
+_SCALARS = frozenset({str, bool, int, float, type(None)})
+
+
 def _jsonable_object(args: Mapping[Any, Any], where: str) -> dict[str, Any]:
     """A plain JSON copy of Python-built arguments (numpy values become Python ones)."""
+    if all(type(k) is str and type(v) in _SCALARS for k, v in args.items()):
+        return dict(args)  # the common flat case, without walking it (a hot path)
     value = _jsonable(args, where, 0)
     assert isinstance(value, dict)
     return value

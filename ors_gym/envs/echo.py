@@ -58,7 +58,7 @@ class SlowCountInput(BaseModel):
     """Input of ``slow_count``."""
 
     token: str = Field(description="Counter key; use a fresh one per test.")
-    seconds: float = Field(default=0.0, ge=0.0, le=30.0, description="How long to sleep.")
+    seconds: float = Field(default=0.0, ge=0.0, le=2.0, description="How long to sleep.")
 
 
 class TokenInput(BaseModel):
