@@ -1,7 +1,8 @@
 """ors_gym: every Open Reward Standard environment as a Gymnasium environment.
 
 ``import ors_gym`` registers ``ors/<Name>-v0`` for the bundled environments
-and ``ors/Remote-v0`` for any server; ``OrsEnv`` is the environment itself.
+and ``ors/Remote-v0`` for any server; ``OrsEnv`` is the environment itself and
+``OrsVectorEnv`` a batch of them stepped concurrently.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from ors_gym.errors import (
 from ors_gym.observations import decode_blocks
 from ors_gym.registration import register_bundled, register_server
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
+from ors_gym.tool_formats import as_action, tools_as
+from ors_gym.vector import OrsVectorEnv, make_env_fns
 
 __version__ = "0.1.0"
 
@@ -46,16 +49,20 @@ __all__ = [
     "OrsSessionExpired",
     "OrsTimeoutError",
     "OrsToolError",
+    "OrsVectorEnv",
     "ParsedAction",
     "Secret",
     "ToolCall",
     "ToolCallSpace",
     "__version__",
+    "as_action",
     "decode_blocks",
     "make_backend",
+    "make_env_fns",
     "parse_action",
     "register_bundled",
     "register_server",
+    "tools_as",
 ]
 
 register_bundled()
