@@ -6,7 +6,10 @@ dispatch (``call_session_tool``, so input validation, unknown tools, the
 episode-finished latch and the per-tool locks are the SDK's own), the same
 status for each refusal, and results equal to what ``HttpBackend`` parses from
 the server's JSON, built straight from the SDK's objects without a JSON round
-trip.
+trip. One thing is done once instead of on every call: the SDK's dispatch
+re-reads each tool's type hints and signature per call (about three quarters
+of its time on a small tool); inside this backend's calls that answer comes
+from a per-function cache (``backends/_introspection.py``).
 
 The event loop. The SDK's dispatch is async. Each backend owns ONE private
 event loop (never one per call), and the thread that calls drives it itself,
@@ -41,6 +44,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from ors_gym.backends import _introspection
 from ors_gym.errors import (
     OrsError,
     OrsRequestError,
@@ -99,6 +103,7 @@ def _load_sdk() -> Any:
             list_session_tools=session.list_session_tools,
             run_user_callable=utils.run_user_callable,
         )
+        _introspection.install()
     _quiet_loaded_sdk_loggers()
     return _sdk
 
@@ -373,7 +378,7 @@ class _Session:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> Any:
         await self.wait_ready()
-        return await _sdk.call_session_tool(self.env, None, name, arguments)
+        return await _dispatch(self.env, name, arguments)
 
     async def prompt(self) -> Any:
         await self.wait_ready()
@@ -386,6 +391,7 @@ class _Session:
     async def task_tools(self) -> Any:
         # Like the server's require_existing_session: no wait for setup().
         self.raise_if_failed()
+        _introspection.enable()
         return await _sdk.list_session_tools(self.env, None)
 
     async def score_group(self, candidates: list[Any]) -> list[Any]:
@@ -413,6 +419,12 @@ class _Session:
         except Exception as exc:
             logger.warning("teardown() of a %s session failed: %s", self.env_name,
                            _exc_detail(exc), exc_info=exc)
+
+
+async def _dispatch(env: Any, name: str, arguments: dict[str, Any]) -> Any:
+    """The SDK's own dispatch, with its per-call tool introspection cached for this call."""
+    _introspection.enable()  # this call's Task context only: see backends/_introspection.py
+    return await _sdk.call_session_tool(env, None, name, arguments)
 
 
 async def _run_hook(fn: Any) -> Any:
@@ -944,7 +956,7 @@ class LocalBackend:
         except _NotJSON as exc:
             raise _not_json(f"the arguments of tool call {name!r}", exc) from None
         if session.ready:
-            coro = _sdk.call_session_tool(session.env, None, name, args)
+            coro = _dispatch(session.env, name, args)
         else:
             coro = session.call(name, args)
         try:
