@@ -40,7 +40,7 @@ _ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "ors_gym_cached_introspection", default=False
 )
 _MODULES = ("openreward.environments.environment", "openreward.environments.session")
-_SAME = object()  # "real is fn itself" (a bound method without __wrapped__)
+_SAME = object()  # "real is fn itself" (inspect.unwrap found no __wrapped__)
 
 _original: Callable[[Any], tuple[Any, dict[str, Any], list[Any]]] | None = None
 #: (bound?) -> {underlying function: (real or _SAME, hints, params)}
