@@ -1,15 +1,20 @@
 """ors_gym: every Open Reward Standard environment as a Gymnasium environment.
 
 ``import ors_gym`` registers ``ors/<Name>-v0`` for the bundled environments
-and ``ors/Remote-v0`` for any server; ``OrsEnv`` is the environment itself and
-``OrsVectorEnv`` a batch of them stepped concurrently.
+and ``ors/Remote-v0`` for any server; ``OrsEnv`` is the environment itself,
+``AsyncOrsEnv`` the same awaited (the core ``OrsEnv`` drives), and
+``OrsVectorEnv`` a batch of them stepped concurrently on one event loop.
 """
 
 from __future__ import annotations
 
 from ors_gym._secret import Secret
 from ors_gym.actions import ParsedAction, ToolCall, parse_action
-from ors_gym.backends.base import Backend
+from ors_gym.async_env import AsyncOrsEnv
+from ors_gym.backends.async_http import AsyncHttpBackend
+from ors_gym.backends.base import AsyncBackend, Backend
+from ors_gym.backends.http import HttpBackend
+from ors_gym.backends.local import AsyncLocalBackend, LocalBackend
 from ors_gym.env import Elapsed, OrsEnv, make_backend
 from ors_gym.errors import (
     OrsActionError,
@@ -26,6 +31,7 @@ from ors_gym.errors import (
 )
 from ors_gym.observations import decode_blocks
 from ors_gym.registration import register_bundled, register_server
+from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
 from ors_gym.tool_formats import as_action, tools_as
 from ors_gym.vector import OrsVectorEnv, make_env_fns
@@ -35,8 +41,15 @@ __version__ = "0.1.0"
 __all__ = [
     "AnyImage",
     "AnyText",
+    "AsyncBackend",
+    "AsyncHttpBackend",
+    "AsyncLocalBackend",
+    "AsyncOrsEnv",
     "Backend",
     "Elapsed",
+    "EnvSettings",
+    "HttpBackend",
+    "LocalBackend",
     "OrsActionError",
     "OrsConnectionError",
     "OrsDependencyError",

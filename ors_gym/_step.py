@@ -1,4 +1,4 @@
-"""The pure half of an ORS env's reset and step, shared by ``OrsEnv`` and ``OrsVectorEnv``.
+"""The pure half of an ORS env's reset and step: what the calls add up to, sans-IO.
 
 A step runs an action's tool calls in order and stops at the first that
 finishes the episode; what to run next depends on the results so far, but
@@ -6,18 +6,15 @@ turning results into ``(obs, reward, terminated, truncated, info)`` needs no
 I/O. ``Turn`` holds that logic sans-IO: the caller asks ``next_call()``, runs
 the call however it likes (blocking, or awaited among many sessions on one
 event loop), hands back the result with ``record()`` (or the failure with
-``fail()``), and ends with ``finish()``. Reset likewise: ``choose_task`` picks
-the task from the options, ``reset_result`` builds the first observation.
+``fail()``), and ends with ``finish()``. ``reset_result`` builds a reset's
+first observation and info from the prompt and the task's tools.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
-
-import numpy as np
+from typing import Any
 
 from ors_gym.actions import ParsedAction, ToolCall
 from ors_gym.errors import (
@@ -25,7 +22,6 @@ from ors_gym.errors import (
     OrsConnectionError,
     OrsError,
     OrsProtocolError,
-    OrsRequestError,
     OrsServerError,
     OrsSessionExpired,
     OrsTimeoutError,
@@ -33,22 +29,16 @@ from ors_gym.errors import (
 )
 from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks
 from ors_gym.protocol import Block, CallResult, ListToolsOutput, RunToolError, TextBlock
+from ors_gym.settings import EnvSettings
 
 __all__ = [
     "NUDGE_TEXT",
     "RECOVERABLE",
-    "RESET_OPTIONS",
     "Elapsed",
-    "StepRules",
-    "TaskSource",
     "Turn",
-    "check_reset_options",
-    "choose_task",
     "reset_result",
     "truncation_reason",
 ]
-
-NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
 
 NUDGE_TEXT = (
     "No tool was called. Act by calling one of the available tools: {tools}. "
@@ -63,8 +53,6 @@ RECOVERABLE: tuple[type[OrsError], ...] = (
     OrsToolError,
     OrsProtocolError,
 )
-
-RESET_OPTIONS = frozenset({"task_spec", "index", "split"})
 
 
 class Elapsed(float):
@@ -83,18 +71,6 @@ class Elapsed(float):
     __hash__ = float.__hash__
 
 
-@dataclass(frozen=True)
-class StepRules:
-    """The env settings a step's outcome depends on (see ``OrsEnv``'s arguments)."""
-
-    no_tool_call: NoToolCallPolicy = "nudge"
-    error_reward: float = 0.0
-    image_size: tuple[int, int] | None = None
-    max_image_pixels: int = DEFAULT_MAX_PIXELS
-    max_calls_per_step: int = 16
-    max_steps: int | None = None
-
-
 class Turn:
     """One step of one session, sans-IO: which calls to run, and what they add up to.
 
@@ -106,7 +82,7 @@ class Turn:
     def __init__(
         self,
         parsed: ParsedAction,
-        rules: StepRules,
+        rules: EnvSettings,
         tools: ListToolsOutput,
         *,
         steps: int,
@@ -120,7 +96,8 @@ class Turn:
         self.terminated = False
         self.truncated = False
         self.info: dict[str, Any] = {"calls": self.calls}
-        self._parsed = parsed
+        self.failure: OrsError | None = None  # the infrastructure failure that ended it
+        self.parsed = parsed
         self._notes = list(parsed.errors)
         self._done = False
 
@@ -171,6 +148,7 @@ class Turn:
         """
         self._done = True
         self.truncated = True
+        self.failure = exc
         reason = truncation_reason(exc)
         self.info["truncation_reason"] = reason
         self.info["error"] = str(exc)
@@ -181,9 +159,9 @@ class Turn:
         """The step's ``(observation, reward, terminated, truncated, info)``."""
         rules, info, calls = self.rules, self.info, self.calls
         reward = self.reward
-        if self._parsed.errors and not calls:
+        if self.parsed.errors and not calls:
             info.setdefault("error_reason", "parse_error")
-            reward += rules.error_reward * len(self._parsed.errors)
+            reward += rules.error_reward * len(self.parsed.errors)
         for note in self._notes:
             self.blocks.append(TextBlock(text=note))
         first_error = next((c["error_reason"] for c in calls if not c["ok"]), None)
@@ -282,72 +260,6 @@ def call_record(
 
 
 # -- reset --------------------------------------------------------------------------------
-
-
-def check_reset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``options`` as a dict, or ValueError naming the unknown keys."""
-    if options is not None and not isinstance(options, Mapping):
-        raise TypeError(
-            f"reset options must be a dict such as {{'task_spec': {{...}}}}, "
-            f"got {type(options).__name__}"
-        )
-    options = dict(options or {})
-    unknown = set(options) - RESET_OPTIONS
-    if unknown:
-        raise ValueError(
-            f"unknown reset option(s) {sorted(unknown)}; "
-            "valid ones are 'task_spec', 'index' and 'split'"
-        )
-    return options
-
-
-class TaskSource(Protocol):
-    """What ``choose_task`` needs to know about an environment's tasks (``OrsEnv`` has it)."""
-
-    @property
-    def location(self) -> str: ...
-
-    @property
-    def env_name(self) -> str: ...
-
-    def default_split(self) -> str: ...
-
-    def num_tasks(self, split: str | None = None) -> int: ...
-
-    def task(self, index: int, split: str | None = None) -> dict[str, Any]: ...
-
-
-def choose_task(
-    source: TaskSource, options: Mapping[str, Any], rng: np.random.Generator
-) -> tuple[dict[str, Any], str | None, int | None]:
-    """The task a reset opens: ``(task_spec, split, index)``.
-
-    ``options["task_spec"]`` is used as given (split and index None); else task
-    ``options["index"]`` of ``options["split"]`` (default split), or one drawn
-    with ``rng``. The session is then created by split and index, the spec
-    being only reported.
-    """
-    task_spec = options.get("task_spec")
-    if task_spec is not None:
-        if not isinstance(task_spec, Mapping):
-            raise TypeError(
-                f"reset option 'task_spec' must be a dict, got {type(task_spec).__name__}"
-            )
-        return dict(task_spec), None, None
-    split = options.get("split") or source.default_split()
-    if "index" in options:
-        index = int(options["index"])
-    else:
-        count = source.num_tasks(split)
-        if count <= 0:
-            raise OrsRequestError(
-                f"split {split!r} has no tasks; choose another with "
-                "reset(options={'split': ...})",
-                server=source.location,
-                env_name=source.env_name,
-            )
-        index = int(rng.integers(count))
-    return source.task(index, split), split, index
 
 
 def reset_result(

@@ -28,7 +28,8 @@ from pydantic import BaseModel  # noqa: E402
 
 from ors_gym.backends import _introspection  # noqa: E402
 from ors_gym.backends.http import HttpBackend  # noqa: E402
-from ors_gym.backends.local import LocalBackend, _load_sdk  # noqa: E402
+from ors_gym.backends.local import LocalBackend  # noqa: E402
+from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
 _load_sdk()
@@ -190,7 +191,7 @@ def test_local_calls_introspect_once_per_tool_and_the_server_every_call(
 def test_the_cache_keeps_no_environment_instance_alive() -> None:
     with LocalBackend(Introspected) as backend:
         sid = backend.create_session("introspected", task_spec={"id": 0})
-        instance = weakref.ref(backend._sessions[sid].env)
+        instance = weakref.ref(backend.core._sessions[sid].env)
         for name in ("plain", "wrapped", "renamed"):
             assert backend.call("introspected", sid, name, {"text": "abc"}).ok
         backend.delete_session(sid)

@@ -119,7 +119,7 @@ def test_make_vec_uses_the_vector_entry_point(srv: ServerThread) -> None:
         assert isinstance(remote, OrsVectorEnv) and remote.servers == (srv.url,)
         remote.reset(seed=0)
         assert set(remote.session_ids) <= live(srv)
-        assert remote.unwrapped.template.max_steps == 1000  # the spec's step limit arrived
+        assert remote.unwrapped.settings.max_steps == 1000  # the spec's step limit arrived
     finally:
         remote.close()
 

@@ -1,8 +1,10 @@
-"""The one small interface both backends implement.
+"""The one small interface every backend implements, blocking and async.
 
-A backend moves ORS messages; it knows nothing about Gym spaces. ``OrsEnv``
-talks only to this protocol, so the HTTP and in-process backends are
-interchangeable and one test suite runs against both.
+A backend moves ORS messages; it knows nothing about Gym spaces. The envs talk
+only to these protocols, so the HTTP and in-process backends are
+interchangeable and one test suite runs against both. ``AsyncBackend`` is the
+core (``AsyncOrsEnv`` and ``OrsVectorEnv`` await it); ``Backend`` is the same
+interface blocking, for ``OrsEnv`` and for scripts.
 
 Session methods take the environment name and the session id; a backend may
 keep per-session state (the keepalive set, an in-process instance) keyed by id.
@@ -15,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
-__all__ = ["Backend"]
+__all__ = ["AsyncBackend", "Backend"]
 
 
 @runtime_checkable
@@ -106,4 +108,99 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release connections and background threads; deletes open sessions."""
+        ...
+
+
+@runtime_checkable
+class AsyncBackend(Protocol):
+    """``Backend``, awaited: what ``AsyncOrsEnv`` and ``OrsVectorEnv`` drive."""
+
+    #: Where the environments live, for messages: a URL, or ``"in-process"``.
+    location: str
+
+    # -- discovery (no session) ------------------------------------------------
+    async def list_environments(self) -> list[str]:
+        """Environment names, lower-cased; the first is the default."""
+        ...
+
+    async def tools(self, env_name: str) -> ListToolsOutput:
+        """The environment's shared tools and its terminal tool."""
+        ...
+
+    async def splits(self, env_name: str) -> list[Split]:
+        """The task splits, in the server's order."""
+        ...
+
+    async def tasks(self, env_name: str, split: str) -> list[dict[str, Any]]:
+        """Every task of ``split``; raises OrsRequestError for index-only environments."""
+        ...
+
+    async def num_tasks(self, env_name: str, split: str) -> int:
+        """How many tasks ``split`` has."""
+        ...
+
+    async def task(self, env_name: str, split: str, index: int) -> dict[str, Any]:
+        """Task ``index`` of ``split`` (negative counts from the end)."""
+        ...
+
+    async def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
+        ...
+
+    # -- sessions ---------------------------------------------------------------
+    async def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> str:
+        """Open a session (one episode) for a task; returns its id.
+
+        Give either ``task_spec`` or ``split`` and ``index``.
+        """
+        ...
+
+    async def prompt(self, env_name: str, session_id: str) -> list[Block]:
+        """The first observation, as blocks. Ask once per episode."""
+        ...
+
+    async def messages(self, env_name: str, session_id: str) -> list[Message]:
+        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
+        ...
+
+    async def task_tools(self, env_name: str, session_id: str) -> ListToolsOutput:
+        """Shared tools plus this task's own tools."""
+        ...
+
+    async def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallResult:
+        """Run one tool call; agent mistakes come back as ``RunToolError``."""
+        ...
+
+    async def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> list[GroupScore]:
+        """Score a group of candidate trajectories for this session's task (GRPO-style)."""
+        ...
+
+    async def delete_session(self, session_id: str) -> None:
+        """End the session; idempotent, never raises for an already-gone session."""
+        ...
+
+    async def ping(self, session_id: str) -> None:
+        """Keep the session alive; raises OrsSessionExpired once it is gone."""
+        ...
+
+    async def probe(self) -> None:
+        """Raise OrsConnectionError if the backend cannot be reached (a quick health check)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and background tasks; deletes open sessions."""
         ...

@@ -1,0 +1,319 @@
+"""``AsyncOrsEnv``: one ORS environment, awaited; the core every env face drives.
+
+The data flow of a step::
+
+    action (str | dict) -> actions.parse_action -> ToolCall list, or a plain message
+      -> _step.Turn: tool calls in order | the terminal tool | the no-tool-call policy
+      -> await backend.call -> RunToolSuccess | RunToolError (protocol models)
+      -> observations.decode_blocks -> (obs, reward, terminated, truncated, info)
+
+``await env.reset()``, ``await env.step(action)`` and ``await env.close()``
+mean exactly what ``OrsEnv``'s do (``OrsEnv`` runs these same coroutines), so
+thousands of episodes can run on one event loop with ``asyncio.gather``. It
+is its own class rather than ``areset``/``astep`` on ``OrsEnv``: a
+``gymnasium.Env`` promises blocking methods, and an object whose every method
+is awaited cannot be handed to code that expects one by mistake (httpx keeps
+``Client`` and ``AsyncClient`` apart for the same reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import Any
+
+import numpy as np
+from gymnasium.utils import seeding
+
+from ors_gym._catalog import Catalog, check_reset_options
+from ors_gym._secret import reveal
+from ors_gym._step import RECOVERABLE, Turn, reset_result
+from ors_gym.actions import ParsedAction, parse_action
+from ors_gym.backends.base import AsyncBackend
+from ors_gym.errors import OrsError
+from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
+from ors_gym.settings import EnvSettings
+from ors_gym.tool_formats import as_action, tools_as
+
+__all__ = ["AsyncOrsEnv", "make_async_backend"]
+
+logger = logging.getLogger("ors_gym")
+
+Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
+
+
+def make_async_backend(
+    settings: EnvSettings, *, base_url: str | None = None, env_class: Any = None
+) -> AsyncBackend:
+    """The async backend for ``base_url`` (HTTP) or ``env_class`` (in-process); URL first."""
+    if base_url is not None:
+        from ors_gym.backends.async_http import AsyncHttpBackend
+
+        _check_url(base_url)
+        return AsyncHttpBackend(
+            base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs()
+        )
+    if env_class is not None:
+        from ors_gym.backends.local import AsyncLocalBackend
+
+        return AsyncLocalBackend(env_class)
+    raise ValueError(NO_ENVIRONMENT)
+
+
+NO_ENVIRONMENT = (
+    "an ORS env needs an environment: pass base_url='http://host:port' for an ORS server, "
+    "env_class=MyEnv (or 'module:Class') to host an SDK environment in this process, "
+    "or use gym.make('ors/GridWorld-v0') for a bundled one"
+)
+
+
+def _check_url(base_url: Any) -> None:
+    if not isinstance(base_url, str):
+        raise TypeError(f"base_url must be a str, got {type(base_url).__name__}")
+
+
+class AsyncOrsEnv:
+    """An ORS environment whose ``reset``, ``step`` and ``close`` are awaited.
+
+    Takes ``OrsEnv``'s arguments: ``base_url`` (an ORS server) or ``env_class``
+    (an SDK environment hosted in this process) or ``backend`` (an
+    ``AsyncBackend``, which may be shared by many envs and is then not closed
+    with them), ``env_name``, and the options of ``ors_gym.EnvSettings`` (or
+    ``settings=``, an ``EnvSettings``). ``catalog``: a ``Catalog`` to share
+    discovery (name, tools, tasks) with other envs over the same backend.
+    ``limiter``: an ``asyncio.Semaphore`` shared by many envs bounds how many
+    of their requests are in flight at once (None: no bound).
+
+    Cancelling a ``reset`` or ``step`` mid-call deletes the session it had open
+    (the episode cannot be trusted to continue) before the cancellation goes on.
+    """
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        env_name: str | None = None,
+        *,
+        env_class: Any = None,
+        backend: AsyncBackend | None = None,
+        limiter: asyncio.Semaphore | None = None,
+        catalog: Catalog | None = None,
+        settings: EnvSettings | None = None,
+        **options: Any,
+    ) -> None:
+        if settings is not None and options:
+            raise TypeError("give the env's options or a settings object, not both")
+        self.settings = settings or EnvSettings.from_options(options)
+        if backend is None:
+            backend = make_async_backend(self.settings, base_url=base_url, env_class=env_class)
+            self.owns_backend = True
+        else:
+            self.owns_backend = False
+        self.backend = backend
+        self._blocking = bool(getattr(backend, "blocking", False))
+        if env_name is None and base_url is not None and env_class is not None:
+            env_name = class_env_name(env_class)  # the bundled class, served remotely
+        self.catalog = catalog or Catalog.shared(backend, env_name, self.settings.split)
+        self.limiter: AbstractAsyncContextManager[Any] = (
+            limiter if limiter is not None else nullcontext()
+        )
+        self.np_random, _ = seeding.np_random()
+        self.session_id: str | None = None
+        self.steps = 0
+        self.last_action: ParsedAction | None = None
+        self._tools: ListToolsOutput | None = None
+        self._closed = False
+
+    # -- discovery -------------------------------------------------------------------------
+    async def discover(self) -> ListToolsOutput:
+        """Learn the environment's name and shared tools (no session); returns the tools."""
+        return await self.catalog.tools()
+
+    @property
+    def env_name(self) -> str | None:
+        """The environment's name, once given or discovered (``discover()``, ``reset()``)."""
+        return self.catalog.known_name
+
+    @property
+    def location(self) -> str:
+        return self.backend.location
+
+    @property
+    def tools(self) -> ListToolsOutput:
+        """The session's tools (task tools included), or the shared ones before reset."""
+        if self._tools is not None:
+            return self._tools
+        known = self.catalog.known_tools
+        if known is None:
+            raise RuntimeError(
+                "the tools are not known yet: await env.discover() or env.reset() first"
+            )
+        return known
+
+    @property
+    def terminal_tool(self) -> TerminalToolSpec | None:
+        return self.tools.terminal_tool
+
+    def tools_as(self, fmt: str = "openai") -> list[dict[str, Any]]:
+        """The session's tools (terminal tool hidden) in a model API's function-calling format.
+
+        ``fmt`` is ``"openai"``, ``"anthropic"``, ``"openai_responses"`` or ``"json_schema"``.
+        """
+        return tools_as(self.tools, fmt)
+
+    # -- episodes ---------------------------------------------------------------------------
+    async def reset(
+        self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Close the previous session and start one for a task; ``OrsEnv.reset``'s options."""
+        if seed is not None:
+            self.np_random, _ = seeding.np_random(seed)
+        return await self.open(check_reset_options(options))
+
+    async def open(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``reset`` with checked options and the RNG as it is (what autoreset uses)."""
+        self._check_open()
+        await self.end_session()
+        self._tools = None
+        self.steps = 0
+        self.last_action = None
+        settings = self.settings
+        try:
+            async with self.limiter:
+                name = await self.catalog.name()
+                await self.catalog.tools()  # known from here on, whatever fails below
+                task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
+                sid = await self.backend.create_session(
+                    name,
+                    task_spec=task_spec if split is None else None,
+                    split=split,
+                    index=index,
+                    secrets=settings.plain_secrets(),
+                )
+            self.session_id = sid
+            async with self.limiter:
+                if self._blocking:  # awaits that complete at once: no gather, no loop
+                    prompt = await self.backend.prompt(name, sid)
+                    tools = await self.backend.task_tools(name, sid)
+                else:
+                    prompt, tools = await asyncio.gather(
+                        self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
+                    )
+        except OrsError as exc:
+            raise exc.with_context(
+                server=self.location, env_name=self.env_name, session_id=self.session_id
+            ) from None
+        except asyncio.CancelledError:
+            await self._abandon()
+            raise
+        self._tools = tools
+        return reset_result(
+            prompt, tools, env_name=name, task_spec=task_spec, split=split, index=index,
+            session_id=sid, image_size=settings.image_size,
+            max_image_pixels=settings.max_image_pixels,
+        )
+
+    def plan(self, action: Any) -> Turn:
+        """The step ``action`` makes, before any I/O: parsed, checked and counted."""
+        if self.session_id is None:
+            raise OrsError(
+                "step() called without an open session; call reset() first "
+                "(after close() or a lost session, reset() starts a new episode)",
+                server=self.location,
+                env_name=self.env_name,
+            )
+        parsed = parse_action(as_action(action))
+        turn = Turn(parsed, self.settings, self.tools, steps=self.steps + 1,
+                    env_name=self.env_name)
+        self.steps += 1
+        self.last_action = parsed
+        return turn
+
+    async def run(self, turn: Turn) -> Step:
+        """Run a planned step's calls in order, stopping at the first that finishes."""
+        sid, env_name, backend = self.session_id, self.env_name, self.backend
+        assert sid is not None and env_name is not None
+        try:
+            while (call := turn.next_call()) is not None:
+                start = time.perf_counter()
+                try:
+                    async with self.limiter:
+                        result = await backend.call(env_name, sid, call.name, call.arguments)
+                except OrsError as exc:
+                    raise exc.with_context(tool=call.name) from exc.__cause__
+                turn.record(call, result, time.perf_counter() - start)
+        except RECOVERABLE as exc:
+            exc.with_context(server=self.location, env_name=env_name, session_id=sid)
+            if self.settings.on_error == "raise":
+                raise
+            if turn.fail(exc):  # nothing left to delete, and trying would wait on a dead server
+                self.session_id = None
+        except asyncio.CancelledError:
+            await self._abandon()
+            raise
+        return turn.finish()
+
+    async def step(self, action: Any) -> Step:
+        """Run the action's tool calls in order; ``OrsEnv.step``'s result."""
+        return await self.run(self.plan(action))
+
+    async def end_session(self) -> None:
+        """Delete the open session, if any (best effort: it may be gone with its server)."""
+        sid, self.session_id = self.session_id, None
+        if sid is not None:
+            try:
+                await self.backend.delete_session(sid)
+            except OrsError as exc:
+                logger.debug("could not delete session %s: %s", sid, exc)
+
+    async def close(self) -> None:
+        """Delete the open session and close the backend this env made; safe twice."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await self.end_session()
+        finally:
+            if self.owns_backend:
+                await self.backend.aclose()
+
+    async def __aenter__(self) -> AsyncOrsEnv:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<AsyncOrsEnv {self.env_name or '?'} at {self.location}>"
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("this AsyncOrsEnv is closed; make a new one")
+
+    async def _abandon(self) -> None:
+        """On cancellation: delete the session, shielded so a second cancel cannot stop it."""
+        if self.session_id is not None:
+            await asyncio.shield(self.end_session())
+
+
+def class_env_name(env_class: Any) -> str:
+    """The name a server gives ``env_class`` (a class or ``module:Class``): its class name."""
+    if isinstance(env_class, str):
+        return env_class.rpartition(":")[2].lower()
+    name = getattr(env_class, "name", None)
+    return str(name() if callable(name) else env_class.__name__).lower()
+
+
+def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
+    """Per-env seeds: an int seeds env ``i`` with ``seed + i``; a list gives one each."""
+    if seed is None:
+        return [None] * n
+    if isinstance(seed, int | np.integer):
+        return [int(seed) + i for i in range(n)]
+    seeds = list(seed)
+    if len(seeds) != n:
+        raise ValueError(f"reset(seed=[...]) needs {n} seeds (num_envs), got {len(seeds)}")
+    return seeds

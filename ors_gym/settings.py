@@ -1,0 +1,127 @@
+"""``EnvSettings``: the options every ORS env takes, declared and checked once.
+
+``OrsEnv``, ``AsyncOrsEnv`` and ``OrsVectorEnv`` take the same keyword options
+(step rules, episode limits, credentials, backend options); each builds one
+``EnvSettings`` from them, so an option is added in one place and a bad value
+gets the same clear error everywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+from ors_gym._secret import Secret, reveal
+from ors_gym.observations import DEFAULT_MAX_PIXELS
+
+__all__ = ["EnvSettings", "NoToolCallPolicy", "OnErrorPolicy"]
+
+NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
+OnErrorPolicy = Literal["raise", "truncate"]
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """What an env does with actions, failures and observations, and how it reaches its backend.
+
+    - ``split``: the split tasks are drawn from (default ``train``, else the first listed);
+    - ``max_steps`` (alias ``max_episode_steps``): truncate an episode after this many steps;
+    - ``no_tool_call``: what an action without tool calls does when the environment has
+      no ``@terminal`` tool: ``"nudge"`` (an observation asking for a tool call),
+      ``"terminate"``, ``"truncate"`` or ``"error"`` (raise ``OrsActionError``);
+    - ``on_error``: ``"raise"`` infrastructure failures, or ``"truncate"`` the episode;
+    - ``error_reward``: the reward of an agent mistake (unknown tool, invalid input);
+    - ``image_size`` ``(H, W)``: resize images to a fixed shape;
+      ``max_image_pixels``: refuse larger images (a note in the text instead);
+    - ``max_calls_per_step``: tool calls run per step at most;
+    - ``api_key``, ``secrets``: credentials sent to the server (never logged or shown);
+    - ``timeout``: the HTTP backend's request timeout in seconds; ``backend_options``:
+      further keyword arguments for the backend built from ``base_url`` or ``env_class``.
+    """
+
+    split: str | None = None
+    max_steps: int | None = None
+    no_tool_call: NoToolCallPolicy = "nudge"
+    on_error: OnErrorPolicy = "raise"
+    error_reward: float = 0.0
+    image_size: tuple[int, int] | None = None
+    max_image_pixels: int = DEFAULT_MAX_PIXELS
+    max_calls_per_step: int = 16
+    api_key: Secret | None = field(default=None, repr=False)
+    secrets: Mapping[str, Secret] | None = field(default=None, repr=False)
+    timeout: float | None = None
+    backend_options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.no_tool_call not in ("nudge", "terminate", "truncate", "error"):
+            raise ValueError(
+                f"no_tool_call={self.no_tool_call!r}; choose 'nudge', 'terminate', 'truncate' "
+                "or 'error'"
+            )
+        if self.on_error not in ("raise", "truncate"):
+            raise ValueError(f"on_error={self.on_error!r}; choose 'raise' or 'truncate'")
+        if self.max_steps is not None and (
+            isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int)
+            or self.max_steps < 1
+        ):
+            raise ValueError(f"max_steps must be a positive int or None, got {self.max_steps!r}")
+        if isinstance(self.max_calls_per_step, bool) or not isinstance(
+            self.max_calls_per_step, int
+        ) or self.max_calls_per_step < 1:
+            raise ValueError(
+                f"max_calls_per_step must be a positive int, got {self.max_calls_per_step!r}"
+            )
+        object.__setattr__(self, "error_reward", float(self.error_reward))
+        if self.api_key is not None and not isinstance(self.api_key, Secret):
+            object.__setattr__(self, "api_key", Secret(str(self.api_key)))
+        if self.secrets is not None:
+            if not isinstance(self.secrets, Mapping):
+                raise TypeError(
+                    f"secrets must be a dict of str to str, got {type(self.secrets).__name__}"
+                )
+            object.__setattr__(self, "secrets", {
+                str(k): v if isinstance(v, Secret) else Secret(str(v))
+                for k, v in self.secrets.items()
+            })
+        object.__setattr__(self, "backend_options", dict(self.backend_options or {}))
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any], **defaults: Any) -> EnvSettings:
+        """Settings from an env's keyword options; unknown names get a did-you-mean error.
+
+        ``defaults`` are used where ``options`` says nothing (``OrsVectorEnv``
+        truncates on errors by default). ``max_episode_steps`` (what
+        ``gym.make`` passes for a spec's step limit) is ``max_steps`` where that
+        is not given.
+        """
+        given = dict(options)
+        alias = given.pop("max_episode_steps", None)
+        if given.get("max_steps") is None and alias is not None:
+            given["max_steps"] = alias
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, known, n=1)
+                hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise TypeError(
+                f"unknown env option(s) {', '.join(hints)}; the options are: "
+                f"{', '.join(sorted(known | {'max_episode_steps'}))}"
+            )
+        return cls(**{**defaults, **given})
+
+    def plain_secrets(self) -> dict[str, str] | None:
+        """The secrets as plain strings, for the backend (never for display)."""
+        if not self.secrets:
+            return None
+        return {k: str(reveal(v)) for k, v in self.secrets.items()}
+
+    def backend_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for an HTTP backend: ``backend_options`` plus ``timeout``."""
+        kwargs = dict(self.backend_options)
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        return kwargs

@@ -1,0 +1,629 @@
+"""``OrsVectorEnv``: N sessions of one ORS environment, stepped concurrently on one loop.
+
+Each sub-env is an ``AsyncOrsEnv`` (the same core ``OrsEnv`` drives), and all
+of them are awaited on ONE event loop in a background thread: over ONE pooled
+``httpx.AsyncClient`` for servers (sessions round-robin over ``base_url=[...]``),
+or on one ``AsyncLocalBackend`` for an in-process environment, with no thread
+pool. N slow tools take as long as one, without N processes.
+
+Beyond ``step``, an envpool-style ``send(actions, env_ids)`` / ``recv(min_envs)``
+pair returns whichever sub-envs finished first, so one slow tool does not stall
+the batch. A failing session ends only its sub-env (truncated, with
+``info["error"]``); a server that stops answering raises. After an exception
+from ``reset``, ``step`` or ``recv`` some sub-envs may have moved on while
+others did not: call ``reset()`` to start over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast
+
+import numpy as np
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from ors_gym import _cleanup
+from ors_gym._catalog import Catalog, check_reset_options
+from ors_gym._secret import redact_kwargs, reveal
+from ors_gym._step import Turn
+from ors_gym.async_env import AsyncOrsEnv, class_env_name, seeds_for
+from ors_gym.backends.base import AsyncBackend
+from ors_gym.errors import OrsConnectionError, OrsError
+from ors_gym.observations import empty_observation, observation_space
+from ors_gym.protocol import ListToolsOutput
+from ors_gym.settings import EnvSettings
+from ors_gym.spaces import ToolCallSpace
+from ors_gym.vector._infos import batch_infos
+from ors_gym.vector._loop import LoopThread, Mailbox
+from ors_gym.vector.env_fns import check_num_envs
+
+__all__ = ["OrsVectorEnv"]
+
+logger = logging.getLogger("ors_gym")
+
+#: Sessions per connection pool of the shared client (see ``ShardedTransport``).
+_SESSIONS_PER_SHARD = 2
+
+
+@dataclass
+class _Outcome:
+    """What one sub-env's step (or autoreset) produced."""
+
+    index: int
+    obs: dict[str, Any]
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+    tools: ListToolsOutput | None = None  # set when the sub-env opened a new session
+    failure: OrsError | None = None
+
+
+class OrsVectorEnv(VectorEnv):
+    """N sessions of one ORS environment, stepped concurrently on one event loop.
+
+    Takes ``OrsEnv``'s arguments (the options of ``ors_gym.EnvSettings``) plus
+    ``num_envs`` (what ``gym.make_vec(id, num_envs=N,
+    vectorization_mode="vector_entry_point")`` passes) and:
+
+    - ``base_url``: one server URL, or a list of them (sessions round-robin);
+      if ``env_class`` is given too (a registered bundled id), the server is
+      used and ``env_class`` only names the environment;
+    - ``autoreset_mode``: Gymnasium's ``NEXT_STEP`` (default), ``SAME_STEP``
+      (``final_obs``/``final_info`` in the step's info) or ``DISABLED``;
+    - ``on_error``: ``"truncate"`` (default) ends a sub-env whose session fails
+      (server error, expired session, dropped stream) with ``truncated=True`` and
+      ``info["error"]`` while the others go on; ``"raise"`` raises. Either way a
+      whole-server failure raises: ``OrsConnectionError`` naming the server when
+      a connection failure is followed by a failed ``/health`` probe, and
+      ``OrsError`` when every sub-env fails in the same step;
+    - ``max_connections``: bound on the pooled client's connections (None: none).
+
+    Observations are batched as gymnasium batches the ``OrsEnv`` space:
+    ``{"text": (str, ...), "images": ((array, ...), ...)}``; actions are a
+    sequence of ``num_envs`` ``OrsEnv`` actions (``action_space`` is a
+    ``Tuple`` of per-sub-env ``ToolCallSpace``, each following its task's
+    tools); infos are dicts of arrays with ``_key`` masks.
+    """
+
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    _spec: EnvSpec | None = None
+
+    def __init__(
+        self,
+        num_envs: int = 1,
+        base_url: str | Sequence[str] | None = None,
+        env_name: str | None = None,
+        *,
+        env_class: Any = None,
+        render_mode: str | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        max_connections: int | None = None,
+        **options: Any,
+    ) -> None:
+        self.num_envs = check_num_envs(num_envs)
+        if render_mode is not None:
+            raise ValueError(
+                f"render_mode={render_mode!r}: OrsVectorEnv does not render; read the "
+                "observations' text, or use OrsEnv(render_mode=...) for a single env"
+            )
+        self.settings = settings = EnvSettings.from_options(options, on_error="truncate")
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = None
+        urls = _server_urls(base_url)
+        if urls is None and env_class is None:
+            raise ValueError(
+                "OrsVectorEnv needs an environment: base_url='http://host:port' (or a list "
+                "of such URLs) for ORS servers, or env_class=MyEnv (or 'module:Class') to "
+                "host an SDK environment in this process"
+            )
+        if urls is not None and env_class is not None and env_name is None:
+            env_name = class_env_name(env_class)
+        self._loop = LoopThread(f"ors-vector-{id(self):x}")
+        self._client: Any = None
+        self._pending_deletes: set[asyncio.Task[None]] = set()
+        self._tasks: dict[int, asyncio.Task[_Outcome]] = {}  # the loop's view of what runs
+        self._inflight: dict[int, concurrent.futures.Future[_Outcome]] = {}
+        self._done = Mailbox()  # (index, future) of each finished sub-env
+        self._ended = [False] * self.num_envs  # each sub-env's last step ended its episode
+        self._obs = [empty_observation() for _ in range(self.num_envs)]
+        self._servers: list[AsyncBackend] = []
+        try:
+            if urls is not None:
+                self._servers = self._http_servers(urls, settings, max_connections)
+            else:
+                from ors_gym.backends.local import AsyncLocalBackend
+
+                self._servers = [AsyncLocalBackend(env_class)]
+            catalog = Catalog(self._servers[0], env_name, settings.split)
+            self.envs = [
+                AsyncOrsEnv(backend=self._servers[i % len(self._servers)], catalog=catalog,
+                            settings=settings)
+                for i in range(self.num_envs)
+            ]
+            tools = self._loop.run(catalog.tools())
+        except BaseException:
+            _release(self._loop, self._servers, self._client, [])
+            raise
+        self.catalog = catalog
+        self.env_name: str = catalog.known_name or ""
+        self.single_observation_space = observation_space(settings.image_size)
+        self.single_action_space = ToolCallSpace(tools.tools, tools.terminal_tool)
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._finalizer = weakref.finalize(
+            self, _cleanup.schedule,
+            partial(_release, self._loop, self._servers, self._client, self.envs),
+        )
+
+    def _http_servers(
+        self, urls: list[str], settings: EnvSettings, max_connections: int | None
+    ) -> list[AsyncBackend]:
+        from ors_gym.backends.async_http import AsyncHttpBackend, pooled_client
+
+        # One client for every server: httpx pools connections per host inside it.
+        # Keep one idle connection per sub-env (and a few for discovery), so batches
+        # reuse connections instead of reopening them.
+        self._client = pooled_client(
+            max_connections, self.num_envs + 4, shards=-(-self.num_envs // _SESSIONS_PER_SHARD)
+        )
+        return [
+            AsyncHttpBackend(url, api_key=reveal(settings.api_key), client=self._client,
+                             **settings.backend_kwargs())
+            for url in urls
+        ]
+
+    # -- public attributes ---------------------------------------------------------------
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Where the sub-envs' sessions live, one entry per server (round-robin)."""
+        return tuple(s.location for s in self._servers)
+
+    @property
+    def session_ids(self) -> tuple[str | None, ...]:
+        """Each sub-env's open session id (None before reset or after a lost session)."""
+        return tuple(env.session_id for env in self.envs)
+
+    @property
+    def sub_env_servers(self) -> tuple[str, ...]:
+        """The server of each sub-env."""
+        return tuple(env.location for env in self.envs)
+
+    @property
+    def in_flight(self) -> tuple[int, ...]:
+        """Sub-envs sent actions whose results ``recv()`` has not returned yet."""
+        return tuple(sorted(self._inflight))
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec ``gym.make_vec`` used; ``api_key`` and ``secrets`` kept as ``Secret``."""
+        return self._spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and getattr(value, "kwargs", None):
+            from dataclasses import replace
+
+            value = replace(value, kwargs=redact_kwargs(value.kwargs))
+        self._spec = value
+
+    def __repr__(self) -> str:
+        where = ", ".join(self.servers) if getattr(self, "_servers", None) else "?"
+        return f"OrsVectorEnv({getattr(self, 'env_name', '?')}, num_envs={self.num_envs}, {where})"
+
+    # -- gymnasium API -------------------------------------------------------------------
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Open a new session in every sub-env (or those in ``options["reset_mask"]``).
+
+        ``seed``: an int seeds sub-env ``i`` with ``seed + i``; a list gives one
+        seed each. ``options``: one dict for every sub-env (``OrsEnv.reset``'s
+        ``task_spec``/``index``/``split``, plus gymnasium's ``reset_mask``), or a
+        list of ``num_envs`` dicts (or None), one per sub-env. Work in flight
+        from ``send()`` for the reset sub-envs is cancelled.
+        """
+        self._check_open()
+        seeds = seeds_for(seed, self.num_envs)
+        ids, per_env = self._reset_targets(options)
+        checked: dict[int, dict[str, Any]] = {}
+        for i in ids:
+            try:
+                checked[i] = check_reset_options(per_env[i])
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"reset options of sub-env {i}: {exc}") from None
+        for i in ids:
+            if seeds[i] is not None:
+                self.envs[i].np_random, _ = seeding.np_random(seeds[i])
+            self._inflight.pop(i, None)
+        outcomes = self._loop.run(self._reset_batch(ids, checked))
+        return self._observations(), batch_infos([(o.index, o.info) for o in outcomes],
+                                                 self.num_envs)
+
+    def step(
+        self, actions: Any
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Step every sub-env with its action (an autoresetting one ignores it)."""
+        self._check_open()
+        if self._inflight:
+            raise RuntimeError(
+                f"step() while sub-envs {self.in_flight} are in flight after send(); "
+                "recv() them first (or reset())"
+            )
+        self.send(actions)
+        outcomes = sorted(self._collect(self.num_envs, self.num_envs), key=lambda o: o.index)
+        obs, rewards, terminated, truncated = self._batch(outcomes)
+        infos = batch_infos([(o.index, o.info) for o in outcomes], self.num_envs)
+        return obs, rewards, terminated, truncated, infos
+
+    def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
+        """Start stepping sub-envs ``env_ids`` (default: all) with ``actions``, one each.
+
+        Returns at once; ``recv()`` returns the results as they finish. A sub-env
+        may not be sent to again before ``recv()`` returned it.
+        """
+        self._check_open()
+        ids = self._env_ids(env_ids)
+        busy = sorted(set(ids) & set(self._inflight))
+        if busy:
+            raise RuntimeError(
+                f"sub-envs {busy} are still in flight; recv() their results before sending "
+                "them new actions"
+            )
+        batch = _split_actions(actions, len(ids))
+        plans = [self._plan(i, action) for i, action in zip(ids, batch, strict=True)]
+        launches = []
+        for i, turn in zip(ids, plans, strict=True):
+            future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
+            self._inflight[i] = future
+            launches.append((i, turn, future))
+        self._loop.call_soon(self._launch, launches)
+
+    def recv(
+        self, min_envs: int = 1, max_envs: int | None = None
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Results of sub-envs in flight: at least ``min_envs`` (fewer if fewer are in
+        flight) and at most ``max_envs`` (default all that have finished).
+
+        The batch is in finishing order; ``info["env_id"]`` names the sub-envs.
+        """
+        self._check_open()
+        if not self._inflight:
+            raise RuntimeError("recv() with no sub-env in flight; send() actions first")
+        if min_envs < 1:
+            raise ValueError(f"min_envs must be >= 1, got {min_envs}")
+        cap = self.num_envs if max_envs is None else max_envs
+        if cap < min_envs:
+            raise ValueError(f"max_envs={max_envs} is below min_envs={min_envs}")
+        outcomes = self._collect(min(min_envs, len(self._inflight)), cap)
+        obs, rewards, terminated, truncated = self._batch(outcomes)
+        infos = batch_infos(list(enumerate(o.info for o in outcomes)), len(outcomes))
+        infos["env_id"] = np.array([o.index for o in outcomes], dtype=np.int64)
+        return obs, rewards, terminated, truncated, infos
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Cancel work in flight, delete every session, close connections and the loop."""
+        finalizer = getattr(self, "_finalizer", None)
+        if finalizer is not None and finalizer.detach() is not None:
+            self._inflight.clear()
+            _release(self._loop, self._servers, self._client, self.envs, vector=self)
+
+    # -- planning (caller's thread) ------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed or not self._loop.alive:
+            raise RuntimeError("OrsVectorEnv is closed; make a new one")
+
+    def _env_ids(self, env_ids: Sequence[int] | np.ndarray | None) -> list[int]:
+        if env_ids is None:
+            return list(range(self.num_envs))
+        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        bad = [i for i in ids if not 0 <= i < self.num_envs]
+        if bad:
+            raise ValueError(f"env_ids {bad} out of range: sub-envs are 0..{self.num_envs - 1}")
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"env_ids {ids} name a sub-env twice")
+        return ids
+
+    def _reset_targets(
+        self, options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None
+    ) -> tuple[list[int], list[Mapping[str, Any] | None]]:
+        n = self.num_envs
+        if options is None or isinstance(options, Mapping):
+            shared = dict(options or {})
+            mask = shared.pop("reset_mask", None)
+            ids = list(range(n))
+            if mask is not None:
+                mask = np.asarray(mask)
+                if mask.shape != (n,) or mask.dtype != np.bool_:
+                    raise ValueError(
+                        f"options['reset_mask'] must be a bool array of shape ({n},), "
+                        f"got {mask.dtype} {mask.shape}"
+                    )
+                if not mask.any():
+                    raise ValueError("options['reset_mask'] selects no sub-env")
+                ids = [int(i) for i in np.flatnonzero(mask)]
+            return ids, [shared] * n
+        if isinstance(options, str | bytes) or not isinstance(options, Sequence):
+            raise TypeError(
+                "reset options must be a dict (for every sub-env) or a list of num_envs "
+                f"dicts (one each), got {type(options).__name__}"
+            )
+        per_env = list(options)
+        if len(per_env) != n:
+            raise ValueError(
+                f"reset(options=[...]) needs {n} entries (num_envs), got {len(per_env)}"
+            )
+        return list(range(n)), per_env
+
+    def _plan(self, i: int, action: Any) -> Turn | None:
+        """The sub-env's step as a ``Turn``, or None when it autoresets instead."""
+        if self._ended[i]:
+            if self.autoreset_mode is AutoresetMode.NEXT_STEP:
+                return None
+            raise RuntimeError(
+                f"sub-env {i} ended and autoreset_mode is DISABLED; reset it with "
+                "reset(options={'reset_mask': mask}) before stepping it"
+            )
+        env = self.envs[i]
+        if env.session_id is None:
+            raise RuntimeError(f"sub-env {i} has no open session; call reset() first")
+        try:
+            return env.plan(action)
+        except OrsError as exc:
+            exc.add_note(f"the action of sub-env {i}")
+            raise
+
+    # -- running (the loop's thread) -----------------------------------------------------
+
+    def _launch(
+        self, launches: list[tuple[int, Turn | None, concurrent.futures.Future[_Outcome]]]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        for i, turn, future in launches:
+            task = loop.create_task(self._advance(i, turn))
+            self._tasks[i] = task
+            task.add_done_callback(partial(self._landed, i, future))
+
+    def _landed(self, index: int, future: concurrent.futures.Future[_Outcome],
+                task: asyncio.Task[_Outcome]) -> None:
+        if self._tasks.get(index) is task:
+            del self._tasks[index]
+        if task.cancelled():
+            future.cancel()
+        elif task.exception() is not None:
+            future.set_exception(task.exception())
+        else:
+            future.set_result(task.result())
+        self._done.put((index, future))
+
+    async def _advance(self, i: int, turn: Turn | None) -> _Outcome:
+        env = self.envs[i]
+        if turn is None:  # NEXT_STEP autoreset: this step opens the next episode
+            obs, info = await self._open(i, {})
+            return _Outcome(i, obs, 0.0, False, False, info, env.tools)
+        try:
+            obs, reward, terminated, truncated, info = await env.run(turn)
+        except OrsError as exc:
+            exc.add_note(f"in sub-env {i} of {self!r}")
+            raise
+        failure = turn.failure
+        if isinstance(failure, OrsConnectionError):
+            await self._check_server(i, failure)
+        if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
+            new_obs, new_info = await self._open(i, {})
+            new_info["final_obs"] = obs
+            new_info["final_info"] = info
+            return _Outcome(i, new_obs, reward, terminated, truncated, new_info, env.tools,
+                            failure)
+        return _Outcome(i, obs, reward, terminated, truncated, info, None, failure)
+
+    async def _open(self, i: int, options: Mapping[str, Any]
+                    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The sub-env's reset: its old session deleted in the background, a new one opened."""
+        env = self.envs[i]
+        old, env.session_id = env.session_id, None
+        if old is not None:
+            self._delete_later(env.backend, old)
+        try:
+            return await env.open(options)
+        except OrsError as exc:
+            exc.add_note(f"while resetting sub-env {i} of {self!r}")
+            raise
+
+    async def _reset_batch(self, ids: list[int], options: dict[int, dict[str, Any]]
+                           ) -> list[_Outcome]:
+        await self._cancel([self._tasks[i] for i in ids if i in self._tasks])
+
+        async def one(i: int) -> _Outcome:
+            obs, info = await self._open(i, options[i])
+            return _Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
+
+        results = await asyncio.gather(*(one(i) for i in ids), return_exceptions=True)
+        outcomes = [r for r in results if isinstance(r, _Outcome)]
+        self._absorb(outcomes)
+        _raise_first([r for r in results if isinstance(r, BaseException)])
+        return outcomes
+
+    async def _check_server(self, i: int, failure: OrsError) -> None:
+        """After a connection failure: raise if the sub-env's whole server is down."""
+        server = self.envs[i].backend
+        try:
+            await server.probe()
+        except OrsError as exc:
+            hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
+            raise OrsConnectionError(
+                f"the ORS server at {server.location} stopped answering ({exc.message}); "
+                f"the sub-envs it hosts ({', '.join(map(str, hosted))}) cannot go on. Start "
+                "it again and call reset(), or leave it out of base_url. First failure, in "
+                f"sub-env {i}: {failure.message}",
+                server=server.location, env_name=self.env_name,
+            ) from failure
+
+    def _delete_later(self, server: AsyncBackend, session_id: str) -> None:
+        async def delete() -> None:
+            try:
+                await server.delete_session(session_id)
+            except Exception as exc:  # best effort: the session may be gone with its server
+                logger.debug("could not delete session %s: %s", session_id, exc)
+
+        task = asyncio.get_running_loop().create_task(delete())
+        self._pending_deletes.add(task)
+        task.add_done_callback(self._pending_deletes.discard)
+
+    async def _cancel(self, tasks: Sequence[asyncio.Task[Any]]) -> None:
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def shutdown(self) -> None:
+        """Cancel what runs, then let every pending deletion finish (on the loop)."""
+        await self._cancel(list(self._tasks.values()))
+        if self._pending_deletes:
+            await asyncio.wait(list(self._pending_deletes))
+
+    # -- results (caller's thread) -------------------------------------------------------
+
+    def _collect(self, at_least: int, at_most: int) -> list[_Outcome]:
+        """Wait for ``at_least`` in-flight results, take up to ``at_most``; raise the first
+        failure among them (a whole-server failure before any other)."""
+        futures: list[concurrent.futures.Future[_Outcome]] = []
+        while len(futures) < at_least:
+            for index, future in self._done.take(at_least - len(futures),
+                                                 at_most - len(futures)):
+                pending = self._inflight.get(index)
+                if pending is not None and pending is future:  # else cancelled by a reset
+                    del self._inflight[index]
+                    futures.append(pending)
+        errors = [e for f in futures if (e := f.exception()) is not None]
+        outcomes = [f.result() for f in futures if f.exception() is None]
+        self._absorb(outcomes)
+        _raise_first(errors)
+        failed = [o for o in outcomes if o.failure is not None]
+        if self.num_envs > 1 and len(failed) == self.num_envs:
+            first = failed[0].failure
+            assert first is not None
+            raise OrsError(
+                f"every sub-env failed in the same step, so the server is unusable; the "
+                f"first error (sub-env {failed[0].index}): {first}. Fix the server, then "
+                "call reset()",
+                server=first.server, env_name=self.env_name,
+            ) from first
+        return outcomes
+
+    def _absorb(self, outcomes: Sequence[_Outcome]) -> None:
+        """Record each sub-env's new observation, end flag and (after a reset) tools."""
+        spaces = self.action_space.spaces  # type: ignore[attr-defined]
+        for o in outcomes:
+            self._obs[o.index] = o.obs
+            self._ended[o.index] = (o.terminated or o.truncated) and (
+                self.autoreset_mode is not AutoresetMode.SAME_STEP
+            )
+            if o.tools is not None:
+                spaces[o.index].set_tools(o.tools.tools, o.tools.terminal_tool)
+
+    def _observations(self, outcomes: Sequence[_Outcome] | None = None) -> dict[str, Any]:
+        items = self._obs if outcomes is None else [o.obs for o in outcomes]
+        space = self.single_observation_space
+        out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
+        return cast(dict[str, Any], concatenate(space, items, out))
+
+    def _batch(
+        self, outcomes: Sequence[_Outcome]
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
+        return (
+            self._observations(outcomes),
+            np.array([o.reward for o in outcomes], dtype=np.float64),
+            np.array([o.terminated for o in outcomes], dtype=np.bool_),
+            np.array([o.truncated for o in outcomes], dtype=np.bool_),
+        )
+
+
+def _raise_first(errors: Sequence[BaseException]) -> None:
+    """Raise the most telling of ``errors``, if any: a dead server before anything else."""
+    if errors:
+        raise sorted(errors, key=lambda e: not isinstance(e, OrsConnectionError))[0]
+
+
+def _split_actions(actions: Any, n: int) -> list[Any]:
+    """``actions`` as a list of ``n`` per-sub-env actions, or a clear error."""
+    if isinstance(actions, str | bytes | Mapping) or not isinstance(
+        actions, Sequence | np.ndarray
+    ):
+        raise TypeError(
+            f"actions must be a sequence of {n} actions, one per sub-env (e.g. a tuple of "
+            f"str or dicts), got {type(actions).__name__}"
+        )
+    batch = list(actions)
+    if len(batch) != n:
+        raise ValueError(f"expected {n} actions (one per sub-env), got {len(batch)}")
+    return batch
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    if isinstance(mode, AutoresetMode):
+        return mode
+    for candidate in AutoresetMode:
+        if mode in (candidate.value, candidate.name, candidate.name.lower()):
+            return candidate
+    raise ValueError(
+        f"autoreset_mode={mode!r}; choose one of gymnasium's AutoresetMode: "
+        + ", ".join(f"{m.value!r}" for m in AutoresetMode)
+    )
+
+
+def _server_urls(base_url: str | Sequence[str] | None) -> list[str] | None:
+    if base_url is None:
+        return None
+    urls = [base_url] if isinstance(base_url, str) else list(base_url)
+    if not urls or not all(isinstance(u, str) for u in urls):
+        raise ValueError(
+            "base_url must be a server URL or a non-empty list of them, e.g. "
+            f"['http://127.0.0.1:8080', 'http://127.0.0.1:8081']; got {base_url!r}"
+        )
+    return urls
+
+
+def _release(
+    loop: LoopThread,
+    servers: Sequence[AsyncBackend],
+    client: Any,
+    envs: Sequence[AsyncOrsEnv],
+    vector: OrsVectorEnv | None = None,
+) -> None:
+    """Delete every session, close backends and the shared client, stop the loop."""
+    if loop.alive:
+
+        async def close_all() -> None:
+            if vector is not None:
+                await vector.shutdown()
+            await asyncio.gather(*(env.end_session() for env in envs), return_exceptions=True)
+            results = await asyncio.gather(*(s.aclose() for s in servers),
+                                           return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    logger.debug("closing an OrsVectorEnv backend failed: %s", result)
+            if client is not None:
+                await client.aclose()
+
+        try:
+            loop.run(close_all())
+        except Exception as exc:
+            logger.debug("closing OrsVectorEnv failed: %s", exc)
+    loop.stop()
