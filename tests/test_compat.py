@@ -148,6 +148,19 @@ def test_a_fallback_is_logged_once_at_debug(
     ]
 
 
+def test_compat_modules_named_after_libraries_do_not_shadow_them() -> None:
+    import importlib
+
+    import pydantic
+
+    here = str(Path(compat_asyncio.__file__).resolve().parent)
+    for name in ("asyncio", "gymnasium", "openreward", "pydantic", "sse_starlette", "structlog"):
+        module = importlib.import_module(name)
+        assert module.__file__ is not None and not module.__file__.startswith(here), name
+    assert compat_asyncio.asyncio is asyncio
+    assert compat_pydantic.BaseModel is pydantic.BaseModel
+
+
 # -- openreward: the introspection cache -------------------------------------------------
 
 
@@ -716,14 +729,12 @@ def _episode(url: str) -> list[tuple[str, int, str, bytes]]:
     """A fixed episode against the SDK server: (step, status, content type, body)."""
     answers: list[tuple[str, int, str, bytes]] = []
     with httpx.Client(base_url=url, timeout=30) as client:
-        deadline = 300
-        while True:  # the socket is listening already: each try waits for the server
+        for tries_left in range(2, -1, -1):  # listening already: a try waits for the server
             try:
-                if client.get("/health").status_code == 200:
-                    break
+                assert client.get("/health").status_code == 200
+                break
             except httpx.TransportError:
-                deadline -= 1
-                if not deadline:
+                if not tries_left:
                     raise
 
         def record(step: str, response: httpx.Response) -> bytes:
