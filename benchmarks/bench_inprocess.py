@@ -8,7 +8,7 @@ Every case makes the same call, the bundled ``Echo`` environment's
   host using the SDK's dispatch as it is must spend (the SDK's logging at
   WARNING, as everywhere here). It re-introspects the tool on every call.
 - ``SDK dispatch, introspection cached``: the same loop with the cache
-  ``LocalBackend`` puts on that introspection (``ors_gym/backends/_introspection.py``);
+  ``LocalBackend`` puts on that introspection (``ors_gym/_compat/openreward.py``);
   the work left that no host can skip, so the rows below it show ors_gym's own
   overhead.
 - ``LocalBackend.call``: ``ors_gym.backends.local`` per call, from plain code.
@@ -94,7 +94,7 @@ def _sdk_floor(cached: bool = False) -> Iterator[Batch]:
     """
     from openreward.environments.session import call_session_tool
 
-    from ors_gym.backends import _introspection
+    from ors_gym._compat.openreward import enable_introspection_cache
     from ors_gym.backends.local._sdk import load_sdk as _load_sdk
     from ors_gym.envs.echo import Echo
 
@@ -105,7 +105,7 @@ def _sdk_floor(cached: bool = False) -> Iterator[Batch]:
 
     async def calls(n: int) -> tuple[float, float]:
         if cached:
-            _introspection.enable()  # this Task's context only
+            enable_introspection_cache()  # this Task's context only
         start = _clock()
         for _ in range(n):
             result = await call_session_tool(env, None, TOOL, ARGS)

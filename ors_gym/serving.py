@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
+from ors_gym._compat.sse_starlette import exit_listener_per_loop
 from ors_gym.errors import OrsDependencyError
 
 __all__ = ["ServerThread", "load_environment_classes", "quiet_sdk_logging", "serve_in_thread"]
@@ -38,31 +39,8 @@ def _require_sdk() -> Any:
             "the openreward SDK is needed to host or serve environments: "
             "pip install 'ors-gym[local]'"
         ) from exc
-    _sse_exit_listener_per_loop()
+    exit_listener_per_loop()  # several servers in one process each stream SSE
     return sdk
-
-
-def _sse_exit_listener_per_loop() -> None:
-    """Let several SDK servers stream SSE in one process (threads, or one after another).
-
-    sse-starlette 2.x (pinned by the SDK) waits for shutdown on one global Event
-    bound to the first event loop that used it, so every SSE answer of any later
-    server in the process fails (sse-starlette issue #140, fixed in 3.0). Poll
-    the shared exit flag instead, as sse-starlette 3 does.
-    """
-    import importlib.metadata
-
-    import anyio
-    from sse_starlette import sse
-
-    if int(importlib.metadata.version("sse-starlette").split(".")[0]) >= 3:
-        return
-
-    async def listen_for_exit_signal() -> None:
-        while not sse.AppStatus.should_exit:
-            await anyio.sleep(0.5)
-
-    sse.EventSourceResponse._listen_for_exit_signal = staticmethod(listen_for_exit_signal)  # type: ignore[method-assign]
 
 
 def load_environment_classes(specs: Sequence[str | type]) -> list[type]:

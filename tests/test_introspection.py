@@ -26,7 +26,7 @@ import openreward.environments.session as sdk_session  # noqa: E402
 from openreward.environments import Environment, TextBlock, ToolOutput, tool  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-from ors_gym.backends import _introspection  # noqa: E402
+from ors_gym._compat import openreward as compat  # noqa: E402
 from ors_gym.backends.http import HttpBackend  # noqa: E402
 from ors_gym.backends.local import LocalBackend  # noqa: E402
 from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
@@ -34,7 +34,7 @@ from ors_gym.serving import ServerThread  # noqa: E402
 
 _load_sdk()
 pytestmark = pytest.mark.skipif(
-    not _introspection.installed(),
+    not compat.introspection_cache_installed(),
     reason="this openreward SDK has no _introspect_tool; LocalBackend runs it uncached",
 )
 
@@ -94,7 +94,7 @@ class _CallableTool:
 @pytest.fixture
 def original_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """Every call that reaches the SDK's own ``_introspect_tool``, by function."""
-    original = _introspection._original
+    original = compat._original
     assert original is not None
     seen: list[Any] = []
 
@@ -102,7 +102,7 @@ def original_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         seen.append(fn)
         return original(fn)
 
-    monkeypatch.setattr(_introspection, "_original", counted)
+    monkeypatch.setattr(compat, "_original", counted)
     yield seen
 
 
@@ -110,20 +110,20 @@ def _enabled(fn: Callable[[], Any]) -> Any:
     """``fn()`` in a fresh context with the cache switched on, as in a LocalBackend call."""
 
     def run() -> Any:
-        _introspection.enable()
+        compat.enable_introspection_cache()
         return fn()
 
     return contextvars.copy_context().run(run)
 
 
 def test_the_hook_replaces_the_sdk_function_where_the_sdk_imports_it() -> None:
-    assert _introspection.install() is True  # idempotent
-    assert sdk_environment._introspect_tool is _introspection._introspect_tool
-    assert sdk_session._introspect_tool is _introspection._introspect_tool
+    assert compat.install_introspection_cache() is True  # idempotent
+    assert sdk_environment._introspect_tool is compat._introspect_tool
+    assert sdk_session._introspect_tool is compat._introspect_tool
 
 
 def test_cached_answers_equal_the_sdk_functions_answers() -> None:
-    original = _introspection._original
+    original = compat._original
     assert original is not None
     env = Introspected(task_spec={"id": 0})
     candidates = [
@@ -133,7 +133,7 @@ def test_cached_answers_equal_the_sdk_functions_answers() -> None:
     for fn in candidates:
         expected = original(fn)
         first, second = _enabled(lambda fn=fn: (
-            _introspection._introspect_tool(fn), _introspection._introspect_tool(fn)
+            compat._introspect_tool(fn), compat._introspect_tool(fn)
         ))
         for got in (first, second):
             assert got[0] is expected[0] or got[0] == expected[0], fn
@@ -142,8 +142,8 @@ def test_cached_answers_equal_the_sdk_functions_answers() -> None:
         assert second[1] is first[1], f"{fn} was introspected twice"
     # The bound method and the plain function have different parameter lists,
     # and the cache keeps them apart.
-    bound = _enabled(lambda: _introspection._introspect_tool(env.renamed))
-    plain = _enabled(lambda: _introspection._introspect_tool(Introspected.renamed))
+    bound = _enabled(lambda: compat._introspect_tool(env.renamed))
+    plain = _enabled(lambda: compat._introspect_tool(Introspected.renamed))
     assert [p.name for p in bound[2]] == ["params"]
     assert [p.name for p in plain[2]] == ["me", "params"]
     assert Environment._is_tool(Introspected.renamed) is False  # as the SDK says, cached or not
@@ -151,14 +151,14 @@ def test_cached_answers_equal_the_sdk_functions_answers() -> None:
 
 
 def test_what_the_sdk_function_raises_is_raised_and_not_cached() -> None:
-    original = _introspection._original
+    original = compat._original
     assert original is not None
     odd = _CallableTool()  # get_type_hints refuses callable objects
     with pytest.raises(TypeError) as expected:
         original(odd)
     for _ in range(2):
         with pytest.raises(TypeError) as got:
-            _enabled(lambda: _introspection._introspect_tool(odd))
+            _enabled(lambda: compat._introspect_tool(odd))
         assert str(got.value) == str(expected.value)
 
 

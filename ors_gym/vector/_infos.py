@@ -6,18 +6,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from gymnasium.vector import VectorEnv
+
+from ors_gym._compat.gymnasium import add_info
 
 __all__ = ["batch_infos"]
-
-
-class _InfoBatch:
-    """Gymnasium's own ``VectorEnv._add_info``, for a batch of ``num_envs`` (maybe < N)."""
-
-    _add_info: Any = VectorEnv._add_info
-
-    def __init__(self, num_envs: int) -> None:
-        self.num_envs = num_envs
 
 
 def batch_infos(infos: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
@@ -28,10 +20,9 @@ def batch_infos(infos: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str
     one sub-env and None in the next (a reset by ``task_spec``) would fail; keys
     whose values differ in type get an object array instead.
     """
-    batch = _InfoBatch(n)
     out = _mixed_keys([info for _, info in infos], n)
     for position, info in infos:
-        out = batch._add_info(out, info, position)
+        out = add_info(out, info, position, n)
     return out
 
 

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ors_gym._compat.aio import get_running_loop_or_none, running_loop_set_aside
+from ors_gym._compat.asyncio import get_running_loop_or_none, running_loop_set_aside
 
 __all__ = ["LoopRunner", "blocking", "finish_loop"]
 

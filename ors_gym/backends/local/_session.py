@@ -106,7 +106,7 @@ class Session:
 
 async def dispatch(env: Any, name: str, arguments: dict[str, Any]) -> Any:
     """The SDK's own dispatch, with its per-call tool introspection cached for this call."""
-    enable_introspection_cache()  # this call's Task context only: see backends/_introspection.py
+    enable_introspection_cache()  # this call's Task context only: see ors_gym/_compat/openreward.py
     return await _sdk.sdk.call_session_tool(env, None, name, arguments)
 
 
