@@ -21,11 +21,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
-import numpy as np
 from gymnasium.utils import seeding
 
 from ors_gym._catalog import Catalog, check_reset_options
@@ -305,15 +304,3 @@ def class_env_name(env_class: Any) -> str:
         return env_class.rpartition(":")[2].lower()
     name = getattr(env_class, "name", None)
     return str(name() if callable(name) else env_class.__name__).lower()
-
-
-def seeds_for(seed: int | Sequence[int | None] | None, n: int) -> list[int | None]:
-    """Per-env seeds: an int seeds env ``i`` with ``seed + i``; a list gives one each."""
-    if seed is None:
-        return [None] * n
-    if isinstance(seed, int | np.integer):
-        return [int(seed) + i for i in range(n)]
-    seeds = list(seed)
-    if len(seeds) != n:
-        raise ValueError(f"reset(seed=[...]) needs {n} seeds (num_envs), got {len(seeds)}")
-    return seeds

@@ -48,7 +48,7 @@ from ors_gym._compat import openreward as compat_openreward  # noqa: E402
 from ors_gym._compat import pydantic as compat_pydantic  # noqa: E402
 from ors_gym._compat import sse_starlette as compat_sse  # noqa: E402
 from ors_gym._compat import structlog as compat_structlog  # noqa: E402
-from ors_gym.backends.local import _load_sdk  # noqa: E402
+from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
 
 _load_sdk()  # imports the SDK as LocalBackend does, and installs the introspection cache
 

@@ -35,13 +35,21 @@ from ors_gym import _cleanup
 from ors_gym._catalog import Catalog, check_reset_options
 from ors_gym._secret import redact_kwargs, reveal
 from ors_gym._step import Turn
-from ors_gym.async_env import AsyncOrsEnv, class_env_name, seeds_for
+from ors_gym.async_env import AsyncOrsEnv, class_env_name
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.errors import OrsConnectionError, OrsError
 from ors_gym.observations import empty_observation, observation_space
 from ors_gym.protocol import ListToolsOutput
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
+from ors_gym.vector._args import (
+    autoreset_mode_of,
+    env_ids_of,
+    reset_targets,
+    seeds_for,
+    server_urls,
+    split_actions,
+)
 from ors_gym.vector._infos import batch_infos
 from ors_gym.vector._loop import LoopThread, Mailbox
 from ors_gym.vector.env_fns import check_num_envs
@@ -117,10 +125,10 @@ class OrsVectorEnv(VectorEnv):
                 "observations' text, or use OrsEnv(render_mode=...) for a single env"
             )
         self.settings = settings = EnvSettings.from_options(options, on_error="truncate")
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = None
-        urls = _server_urls(base_url)
+        urls = server_urls(base_url)
         if urls is None and env_class is None:
             raise ValueError(
                 "OrsVectorEnv needs an environment: base_url='http://host:port' (or a list "
@@ -240,7 +248,7 @@ class OrsVectorEnv(VectorEnv):
         """
         self._check_open()
         seeds = seeds_for(seed, self.num_envs)
-        ids, per_env = self._reset_targets(options)
+        ids, per_env = reset_targets(options, self.num_envs)
         checked: dict[int, dict[str, Any]] = {}
         for i in ids:
             try:
@@ -278,14 +286,14 @@ class OrsVectorEnv(VectorEnv):
         may not be sent to again before ``recv()`` returned it.
         """
         self._check_open()
-        ids = self._env_ids(env_ids)
+        ids = env_ids_of(env_ids, self.num_envs)
         busy = sorted(set(ids) & set(self._inflight))
         if busy:
             raise RuntimeError(
                 f"sub-envs {busy} are still in flight; recv() their results before sending "
                 "them new actions"
             )
-        batch = _split_actions(actions, len(ids))
+        batch = split_actions(actions, len(ids))
         plans = [self._plan(i, action) for i, action in zip(ids, batch, strict=True)]
         launches = []
         for i, turn in zip(ids, plans, strict=True):
@@ -328,48 +336,6 @@ class OrsVectorEnv(VectorEnv):
     def _check_open(self) -> None:
         if self.closed or not self._loop.alive:
             raise RuntimeError("OrsVectorEnv is closed; make a new one")
-
-    def _env_ids(self, env_ids: Sequence[int] | np.ndarray | None) -> list[int]:
-        if env_ids is None:
-            return list(range(self.num_envs))
-        ids = [int(i) for i in np.asarray(env_ids).reshape(-1)]
-        bad = [i for i in ids if not 0 <= i < self.num_envs]
-        if bad:
-            raise ValueError(f"env_ids {bad} out of range: sub-envs are 0..{self.num_envs - 1}")
-        if len(set(ids)) != len(ids):
-            raise ValueError(f"env_ids {ids} name a sub-env twice")
-        return ids
-
-    def _reset_targets(
-        self, options: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None
-    ) -> tuple[list[int], list[Mapping[str, Any] | None]]:
-        n = self.num_envs
-        if options is None or isinstance(options, Mapping):
-            shared = dict(options or {})
-            mask = shared.pop("reset_mask", None)
-            ids = list(range(n))
-            if mask is not None:
-                mask = np.asarray(mask)
-                if mask.shape != (n,) or mask.dtype != np.bool_:
-                    raise ValueError(
-                        f"options['reset_mask'] must be a bool array of shape ({n},), "
-                        f"got {mask.dtype} {mask.shape}"
-                    )
-                if not mask.any():
-                    raise ValueError("options['reset_mask'] selects no sub-env")
-                ids = [int(i) for i in np.flatnonzero(mask)]
-            return ids, [shared] * n
-        if isinstance(options, str | bytes) or not isinstance(options, Sequence):
-            raise TypeError(
-                "reset options must be a dict (for every sub-env) or a list of num_envs "
-                f"dicts (one each), got {type(options).__name__}"
-            )
-        per_env = list(options)
-        if len(per_env) != n:
-            raise ValueError(
-                f"reset(options=[...]) needs {n} entries (num_envs), got {len(per_env)}"
-            )
-        return list(range(n)), per_env
 
     def _plan(self, i: int, action: Any) -> Turn | None:
         """The sub-env's step as a ``Turn``, or None when it autoresets instead."""
@@ -559,45 +525,6 @@ def _raise_first(errors: Sequence[BaseException]) -> None:
     """Raise the most telling of ``errors``, if any: a dead server before anything else."""
     if errors:
         raise sorted(errors, key=lambda e: not isinstance(e, OrsConnectionError))[0]
-
-
-def _split_actions(actions: Any, n: int) -> list[Any]:
-    """``actions`` as a list of ``n`` per-sub-env actions, or a clear error."""
-    if isinstance(actions, str | bytes | Mapping) or not isinstance(
-        actions, Sequence | np.ndarray
-    ):
-        raise TypeError(
-            f"actions must be a sequence of {n} actions, one per sub-env (e.g. a tuple of "
-            f"str or dicts), got {type(actions).__name__}"
-        )
-    batch = list(actions)
-    if len(batch) != n:
-        raise ValueError(f"expected {n} actions (one per sub-env), got {len(batch)}")
-    return batch
-
-
-def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
-    if isinstance(mode, AutoresetMode):
-        return mode
-    for candidate in AutoresetMode:
-        if mode in (candidate.value, candidate.name, candidate.name.lower()):
-            return candidate
-    raise ValueError(
-        f"autoreset_mode={mode!r}; choose one of gymnasium's AutoresetMode: "
-        + ", ".join(f"{m.value!r}" for m in AutoresetMode)
-    )
-
-
-def _server_urls(base_url: str | Sequence[str] | None) -> list[str] | None:
-    if base_url is None:
-        return None
-    urls = [base_url] if isinstance(base_url, str) else list(base_url)
-    if not urls or not all(isinstance(u, str) for u in urls):
-        raise ValueError(
-            "base_url must be a server URL or a non-empty list of them, e.g. "
-            f"['http://127.0.0.1:8080', 'http://127.0.0.1:8081']; got {base_url!r}"
-        )
-    return urls
 
 
 def _release(
