@@ -16,6 +16,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ors_gym._agent_errors import explain
 from ors_gym.actions import ParsedAction, ToolCall
 from ors_gym.errors import (
     OrsActionError,
@@ -89,6 +90,7 @@ class Turn:
         env_name: str | None = None,
     ) -> None:
         self.rules = rules
+        self.tools = tools
         self.steps = steps
         self.blocks: list[Block] = []
         self.calls: list[dict[str, Any]] = []
@@ -128,13 +130,15 @@ class Turn:
     def record(self, call: ToolCall, result: CallResult, seconds: float) -> dict[str, Any]:
         """Take the result of ``next_call()``; returns the call's record (``info["calls"]``)."""
         self._next += 1
-        record = call_record(call, result, Elapsed(seconds), self.rules.error_reward)
+        record = call_record(call, result, Elapsed(seconds), self.rules.error_reward, self.tools)
         self.calls.append(record)
         self.reward += record["reward"]
         if len(self._queue) > 1:
             self.blocks.append(TextBlock(text=f"[{call.name}]"))
         self.blocks.extend(record["blocks"])
-        if record["finished"]:
+        if record["finished"] or record["error_reason"] == "episode_finished":
+            # A call after the end keeps saying so: terminated stays True (Gymnasium's
+            # contract), the text says the episode has finished.
             self.terminated = True
             self._done = True
         return record
@@ -228,10 +232,16 @@ def truncation_reason(exc: OrsError) -> str:
 
 
 def call_record(
-    call: ToolCall, result: CallResult, seconds: Elapsed, error_reward: float
+    call: ToolCall, result: CallResult, seconds: Elapsed, error_reward: float,
+    tools: ListToolsOutput,
 ) -> dict[str, Any]:
-    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks``)."""
+    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks``).
+
+    A failed call's blocks tell the agent what went wrong in words it can act on
+    (``_agent_errors``); ``error`` keeps the server's own message.
+    """
     if isinstance(result, RunToolError):
+        told = explain(call.name, result.error, result.reason, tools)
         return {
             "name": call.name,
             "input": call.arguments,
@@ -242,7 +252,7 @@ def call_record(
             "error": result.error,
             "error_reason": result.reason or "error",
             "seconds": seconds,
-            "blocks": [TextBlock(text=f"Error: {result.error}")],
+            "blocks": [TextBlock(text=f"Error: {told}")],
         }
     out = result.output
     return {

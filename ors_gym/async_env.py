@@ -112,8 +112,8 @@ class AsyncOrsEnv:
             self.owns_backend = False
         self.backend = backend
         self._blocking = bool(getattr(backend, "blocking", False))
-        if env_name is None and base_url is not None and env_class is not None:
-            env_name = class_env_name(env_class)  # the bundled class, served remotely
+        if env_name is None and isinstance(env_class, str | type):
+            env_name = class_env_name(env_class)  # known without asking: the class's name
         self.catalog = catalog or Catalog.shared(backend, env_name, self.settings.split)
         self.limiter: AbstractAsyncContextManager[Any] = (
             limiter if limiter is not None else nullcontext()

@@ -9,6 +9,7 @@ The adapter never builds a URL; the backend never sees a space.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Sequence
 from functools import partial
@@ -74,7 +75,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     process) or ``backend`` (a blocking ``Backend``, not closed with the env).
     Options: those of ``ors_gym.EnvSettings`` (``split``, ``max_steps``,
     ``no_tool_call``, ``on_error``, ``image_size``, ``api_key``, ``secrets``, ...),
-    plus ``render_mode`` (``"ansi"``: the transcript; ``"rgb_array"``: the last image).
+    plus ``render_mode`` (``"ansi"``: the transcript; ``"rgb_array"``: the last image, or
+    None with a warning while the environment has sent none).
+
+    Stable-Baselines3 needs fixed spaces: wrap the env in ``ors_gym.wrappers``'
+    ``DiscreteToolActions`` (actions) and ``TextVector``, ``ImageObservation`` or
+    ``MetadataVector`` (observations) first; ``ors_gym.train.make_env`` does it.
 
     It runs ``AsyncOrsEnv``'s own ``reset`` and ``step`` coroutines, driven
     without an event loop over its blocking backend, so the two mean the same.
@@ -94,6 +100,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         **options: Any,
     ) -> None:
         settings = EnvSettings.from_options(options)
+        if render_mode == "human":
+            raise ValueError(
+                "render_mode='human' is not supported: an ORS env has no window of its own. "
+                "Use render_mode='rgb_array' and show the frames yourself (e.g. with "
+                "matplotlib's imshow), or render_mode='ansi' for the text transcript"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}"
@@ -102,8 +114,8 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         if backend is None:
             backend = make_backend(settings, base_url=base_url, env_class=env_class)
         self.backend = backend
-        if env_name is None and base_url is not None and env_class is not None:
-            env_name = class_env_name(env_class)  # the bundled class, served remotely
+        if env_name is None and isinstance(env_class, str | type):
+            env_name = class_env_name(env_class)  # known without asking: the class's name
         self._core = AsyncOrsEnv(env_name=env_name, backend=Awaiting(backend), settings=settings)
         # Runs when the env is garbage-collected without close(): deferred to a worker
         # thread, since the collector may run it anywhere (see ors_gym._cleanup).
@@ -116,6 +128,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self._action_space: ToolCallSpace | None = None
         self._transcript: list[str] = []
         self._last_image: np.ndarray | None = None
+        self._warned_no_image = False
 
     # -- settings ------------------------------------------------------------------------
     @property
@@ -252,8 +265,13 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         if self.render_mode == "ansi":
             return "\n".join(self._transcript)
         if self.render_mode == "rgb_array":
-            if self._last_image is None:
-                return np.zeros((1, 1, 3), dtype=np.uint8)
+            if self._last_image is None and not self._warned_no_image:
+                self._warned_no_image = True
+                warnings.warn(
+                    f"{self!r} has sent no image yet, so render() returns None; "
+                    "render_mode='ansi' shows the text transcript",
+                    stacklevel=2,
+                )
             return self._last_image
         return None
 

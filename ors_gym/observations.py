@@ -113,9 +113,35 @@ class DecodedBlocks:
     notes: tuple[str, ...] = ()
 
 
+class Observation(dict[str, Any]):
+    """An observation: a plain dict ``{"text": str, "images": tuple[np.ndarray, ...]}``
+    whose repr summarises the images (shape, dtype) instead of printing their pixels."""
+
+    def __repr__(self) -> str:
+        parts = []
+        for key, value in self.items():
+            if key == "images" and isinstance(value, tuple):
+                shown = ", ".join(_array_summary(a) for a in value)
+                value_repr = f"({shown}{',' if len(value) == 1 else ''})"
+            else:
+                value_repr = repr(value)
+            parts.append(f"{key!r}: {value_repr}")
+        return f"Observation({{{', '.join(parts)}}})"
+
+    def __reduce__(self) -> Any:  # pickles (and copies) as a plain dict would
+        return (Observation, (dict(self),))
+
+
+def _array_summary(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is None:
+        return repr(value)
+    return f"<array shape={tuple(shape)} dtype={value.dtype}>"
+
+
 def empty_observation() -> dict[str, Any]:
     """The observation with no text and no images (before reset, after close)."""
-    return {"text": "", "images": ()}
+    return Observation(text="", images=())
 
 
 def observation_space(
@@ -156,7 +182,7 @@ def decode_blocks(
     """
     walker = _Walker(_check_image_size(image_size), _check_max_pixels(max_pixels))
     walker.walk(blocks, 0)
-    observation = {"text": "\n".join(walker.parts), "images": tuple(walker.images)}
+    observation = Observation(text="\n".join(walker.parts), images=tuple(walker.images))
     return DecodedBlocks(observation, tuple(walker.notes))
 
 

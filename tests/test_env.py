@@ -195,7 +195,47 @@ def test_call_after_the_episode_finished(make_env: Any) -> None:
     env.step(submit(info["task_spec"]["answer"]))
     obs, reward, terminated, _, info = env.step(submit(0))
     assert info["error_reason"] == "episode_finished"
-    assert reward == 0.0 and not terminated and "finished" in obs["text"]
+    # Gymnasium's contract stays visible: the episode is still over.
+    assert reward == 0.0 and terminated and "finished" in obs["text"]
+
+
+def test_agent_mistakes_read_like_a_model_needs_them(make_env: Any) -> None:
+    env = make_env("Math")
+    env.reset(options={"index": 0})
+    obs, _, _, _, info = env.step({"tool_calls": [{"name": "sbumit", "arguments": {}}]})
+    expected = "Error: 'sbumit' is not a valid tool; did you mean 'submit'? tools: submit"
+    assert obs["text"] == expected
+    assert info["calls"][0]["error"] == "'sbumit' is not a valid tool"  # the server's own words
+    obs, _, _, _, info = env.step(submit("not a number"))
+    lines = obs["text"].splitlines()
+    assert lines[0] == "Error: the arguments of 'submit' are invalid:"
+    assert lines[1].startswith("answer: Input should be a valid number")
+    assert lines[1].endswith("got 'not a number'") and "https://" not in obs["text"]
+    assert "errors.pydantic.dev" in info["calls"][0]["error"]  # raw detail kept in info
+    obs, _, _, _, _ = env.step({"tool_calls": [{"name": "submit", "arguments": {}}]})
+    assert obs["text"].splitlines()[1] == "answer: Field required"
+
+
+def test_repr_names_the_env_and_summarises_images(make_env: Any, backend_kind: str) -> None:
+    env = make_env("GridWorld")
+    assert "gridworld" in repr(env) and "?" not in repr(env)  # before any reset
+    obs, _ = env.reset(seed=0)
+    text = repr(obs)
+    assert "<array shape=(" in text and "dtype=uint8>" in text and len(text) < 1000
+    assert isinstance(obs, dict) and obs == {"text": obs["text"], "images": obs["images"]}
+
+
+def test_render_without_images_and_human_mode() -> None:
+    env = OrsEnv(env_class=BUNDLED["Math"], render_mode="rgb_array")
+    try:
+        env.reset(options={"index": 0})
+        with pytest.warns(UserWarning, match="no image"):
+            assert env.render() is None
+        assert env.render() is None  # warned once only
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="rgb_array"):
+        OrsEnv(env_class=BUNDLED["Math"], render_mode="human")
 
 
 def test_malformed_actions_raise_clear_errors(make_env: Any) -> None:
