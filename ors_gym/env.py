@@ -40,13 +40,13 @@ from ors_gym.errors import (
     OrsProtocolError,
     OrsRequestError,
 )
+from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import DEFAULT_MAX_PIXELS, observation_space
 from ors_gym.protocol import (
     ListToolsOutput,
     TerminalToolSpec,
 )
 from ors_gym.spaces import ToolCallSpace
-from ors_gym.tool_formats import as_action, tools_as
 
 __all__ = ["Elapsed", "OrsEnv"]
 

@@ -60,9 +60,9 @@ from ors_gym.actions import parse_action
 from ors_gym.backends.base import Backend
 from ors_gym.env import NoToolCallPolicy, OnErrorPolicy, OrsEnv
 from ors_gym.errors import OrsConnectionError, OrsError
+from ors_gym.formats import as_action
 from ors_gym.observations import DEFAULT_MAX_PIXELS, empty_observation
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
-from ors_gym.tool_formats import as_action
 
 __all__ = ["EnvFn", "OrsVectorEnv", "make_env_fns"]
 

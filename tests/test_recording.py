@@ -15,10 +15,10 @@ import pytest
 
 import ors_gym  # noqa: F401 - registers ors/... ids
 from ors_gym.env import OrsEnv
+from ors_gym.formats import as_action
 from ors_gym.protocol import ImageBlock, TextBlock
 from ors_gym.scripted import ScriptedLLM
 from ors_gym.serving import ServerThread
-from ors_gym.tool_formats import as_action
 from ors_gym.wrappers import DiscreteToolActions
 from ors_gym.wrappers.conversation import Conversation
 from ors_gym.wrappers.recording import (
@@ -158,7 +158,7 @@ _KILLED_RUN = textwrap.dedent(
     import gymnasium as gym
     import ors_gym
     from ors_gym.scripted import ScriptedLLM
-    from ors_gym.tool_formats import as_action
+    from ors_gym.formats import as_action
     from ors_gym.wrappers.recording import RecordTrajectories
 
     env = RecordTrajectories(gym.make("ors/GridWorld-v0"), sys.argv[1])

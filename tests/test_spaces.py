@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from openreward.environments import Environment, ToolOutput, terminal, tool  # conftest quiets it
 from pydantic import BaseModel, Field, confloat, conint, constr
 
-from ors_gym._schema import SchemaError, compile_sampler, finite_choices, sample_from_schema
 from ors_gym.actions import parse_action
 from ors_gym.protocol import TerminalToolSpec, ToolSpec
+from ors_gym.schema import SchemaError, compile_sampler, finite_choices, sample_from_schema
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
 
 SEEDS = range(300)

@@ -10,21 +10,10 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from ors_gym._schema import sample_from_schema
 from ors_gym.actions import parse_action
 from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsActionError
-from ors_gym.protocol import (
-    ImageBlock,
-    ListToolsOutput,
-    Message,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSpec,
-)
-from ors_gym.scripted import FORMATS, ScriptedLLM
-from ors_gym.tool_formats import (
+from ors_gym.formats import (
     NOT_RUN_ENDED,
     NOT_RUN_LIMIT,
     TOOL_FORMATS,
@@ -36,6 +25,17 @@ from ors_gym.tool_formats import (
     to_ors_messages,
     tools_as,
 )
+from ors_gym.protocol import (
+    ImageBlock,
+    ListToolsOutput,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSpec,
+)
+from ors_gym.schema import sample_from_schema
+from ors_gym.scripted import FORMATS, ScriptedLLM
 from ors_gym.wrappers.conversation import Conversation
 
 EMPTY = {"type": "object", "properties": {}}

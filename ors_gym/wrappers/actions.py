@@ -41,7 +41,7 @@ def _tool_calls(
     always omitted. A required parameter with infinitely many values makes the
     tool non-enumerable.
     """
-    from ors_gym._schema import finite_choices
+    from ors_gym.schema import finite_choices
 
     schema = spec.input_schema or {}
     properties = schema.get("properties") or {}

@@ -39,15 +39,7 @@ import numpy as np
 
 from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsActionError, redact_url
-from ors_gym.protocol import (
-    Block,
-    ImageBlock,
-    Message,
-    MessageBlock,
-    ReasoningBlock,
-    TextBlock,
-)
-from ors_gym.tool_formats import (
+from ors_gym.formats import (
     AssistantTurn,
     StepExchange,
     ToolResult,
@@ -56,6 +48,14 @@ from ors_gym.tool_formats import (
     call_id,
     exchange_messages,
     step_exchange,
+)
+from ors_gym.protocol import (
+    Block,
+    ImageBlock,
+    Message,
+    MessageBlock,
+    ReasoningBlock,
+    TextBlock,
 )
 
 __all__ = [
