@@ -9,13 +9,21 @@ ORS tools describe their input with (pydantic-generated) JSON Schemas.
 
 Underneath: ``resolve.py`` (``$ref``, ``allOf``: flat schemas),
 ``scalars.py`` (integer, number, string samplers), ``regex.py`` (strings
-matching a ``pattern``) and ``validate.py`` (when a ``default`` may be used).
+matching a ``pattern``) and ``validate.py`` (when a ``default`` may be used);
+:func:`json_equal` is JSON's equality (``1 != True``), for comparing values.
 """
 
 from __future__ import annotations
 
 from ors_gym.schema.finite import finite_choices
-from ors_gym.schema.resolve import SchemaError
+from ors_gym.schema.resolve import SchemaError, json_equal
 from ors_gym.schema.sample import Sampler, compile_sampler, sample_from_schema
 
-__all__ = ["Sampler", "SchemaError", "compile_sampler", "finite_choices", "sample_from_schema"]
+__all__ = [
+    "Sampler",
+    "SchemaError",
+    "compile_sampler",
+    "finite_choices",
+    "json_equal",
+    "sample_from_schema",
+]

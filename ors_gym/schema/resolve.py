@@ -21,10 +21,10 @@ __all__ = [
     "flatten",
     "is_num",
     "is_pure_ref",
+    "json_equal",
     "json_key",
     "merge",
     "resolve_ref",
-    "same",
     "types_of",
 ]
 
@@ -141,9 +141,9 @@ def merge(a: Any, b: Any) -> Any:
         elif key in _MIN_KEYS and is_num(mine) and is_num(value):
             out[key] = min(mine, value)
         elif key == "enum":
-            out[key] = [v for v in mine if any(same(v, w) for w in value)]
+            out[key] = [v for v in mine if any(json_equal(v, w) for w in value)]
         elif key == "const":
-            if not same(mine, value):
+            if not json_equal(mine, value):
                 raise SchemaError(f"allOf combines different consts {mine!r} and {value!r}")
         elif key in ("items", "additionalProperties", "propertyNames"):
             out[key] = merge(mine, value)
@@ -165,14 +165,14 @@ def is_num(x: Any) -> TypeGuard[int | float]:
     return isinstance(x, int | float) and not isinstance(x, bool)
 
 
-def same(a: Any, b: Any) -> bool:
+def json_equal(a: Any, b: Any) -> bool:
     """JSON equality: ``1 == True`` is False here, ``1 == 1.0`` is True."""
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
     return (type(a) is type(b) and a == b) or (is_num(a) and is_num(b) and a == b)
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.schema.resolve import SchemaError, flatten, is_num, same, types_of
+from ors_gym.schema.resolve import SchemaError, flatten, is_num, json_equal, types_of
 from ors_gym.schema.scalars import number_bounds
 
 __all__ = ["fits"]
@@ -39,9 +39,9 @@ def fits(value: Any, schema: Any, root: Any, depth: int = 0) -> bool:
         return False
     if not isinstance(schema, Mapping):
         return schema is True
-    if "const" in schema and not same(value, schema["const"]):
+    if "const" in schema and not json_equal(value, schema["const"]):
         return False
-    if "enum" in schema and not any(same(value, v) for v in schema["enum"]):
+    if "enum" in schema and not any(json_equal(value, v) for v in schema["enum"]):
         return False
     for key in ("anyOf", "oneOf"):
         if key in schema and not any(fits(value, s, root, depth + 1) for s in schema[key]):

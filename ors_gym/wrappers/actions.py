@@ -20,6 +20,7 @@ import numpy as np
 from gymnasium import spaces
 
 from ors_gym.protocol import ToolSpec
+from ors_gym.schema import finite_choices, json_equal
 
 __all__ = ["DEFAULT_MAX_ACTIONS", "DiscreteToolActions", "enumerate_tool_calls"]
 
@@ -28,7 +29,7 @@ logger = logging.getLogger("ors_gym")
 #: Above this many enumerated calls, construction fails (pass ``calls=`` or ``max_actions=``).
 DEFAULT_MAX_ACTIONS = 4096
 
-_OMIT = object()  # an optional parameter left out of the call (the tool's default applies)
+_OMIT = object()  # an optional parameter with no default in its schema, left out of the call
 
 
 def _tool_calls(
@@ -36,13 +37,13 @@ def _tool_calls(
 ) -> tuple[list[dict[str, Any]] | None, str | None]:
     """Every call of ``spec``, or ``(None, why)`` when it has infinitely many.
 
-    A required parameter contributes its finite values; an optional one also
-    contributes "omitted", and an optional one with infinitely many values is
-    always omitted. A required parameter with infinitely many values makes the
-    tool non-enumerable.
+    A required parameter contributes its finite values. An optional one
+    contributes its values too, plus "omitted" unless its schema gives a
+    ``default`` among those values (then omitting it is the same call as
+    sending the default, and listing both would weigh that call twice). An
+    optional parameter with infinitely many values is always omitted; a
+    required one makes the tool non-enumerable.
     """
-    from ors_gym.schema import finite_choices
-
     schema = spec.input_schema or {}
     properties = schema.get("properties") or {}
     if not isinstance(properties, Mapping):
@@ -64,6 +65,8 @@ def _tool_calls(
         elif choices is None:
             logger.debug("tool %r: optional parameter %r is infinite: omitted", spec.name, name)
             continue
+        elif _default_listed(param_schema, choices):
+            options.append(list(choices))
         else:
             options.append([*choices, _OMIT])
         names.append(name)
@@ -83,6 +86,13 @@ def _tool_calls(
     return calls, None
 
 
+def _default_listed(param_schema: Any, choices: Sequence[Any]) -> bool:
+    """True when the parameter's schema has a ``default`` that is one of ``choices``."""
+    if not isinstance(param_schema, Mapping) or "default" not in param_schema:
+        return False
+    return any(json_equal(param_schema["default"], c) for c in choices)
+
+
 def enumerate_tool_calls(
     tools: Sequence[ToolSpec],
     *,
@@ -94,7 +104,8 @@ def enumerate_tool_calls(
 
     Within a tool, calls are the Cartesian product of its parameters' values in
     schema order, the first parameter varying slowest; an optional parameter's
-    "omitted" comes after its values. A tool with a required parameter of
+    "omitted" (listed only when its schema gives no default among its values)
+    comes after its values. A tool with a required parameter of
     infinitely many values raises ``ValueError`` naming tool and parameter, or
     is skipped (with a warning) when ``skip_infinite`` is true.
     """
@@ -182,8 +193,9 @@ class DiscreteToolActions(gym.ActionWrapper[Any, np.int64, Any]):
     restricts the enumeration to the named tools, in that order. Per tool, each
     parameter contributes its finite values (``enum``/``const``/``Literal``,
     booleans, integer ranges of at most ``max_int_range`` values, ``anyOf``
-    with ``null``), and an optional parameter also contributes "omitted";
-    optional parameters with infinitely many values are always omitted. A tool
+    with ``null``), and an optional parameter without a listed ``default``
+    also contributes "omitted" (with one, omitting it would repeat the default's
+    call); optional parameters with infinitely many values are always omitted. A tool
     with a required infinite parameter raises ``ValueError`` naming it, unless
     ``skip_infinite=True`` (then it is left out with a warning). The terminal
     tool is not enumerated: add it through ``calls=`` if the agent should call it.
