@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ors_gym.train import add_parser, format_table, train
+from ors_gym.cli.train import add_parser
+from ors_gym.train import format_table, train
 
 ROWS = ("random", "before", "trained")
 
