@@ -197,21 +197,8 @@ class PressInput(BaseModel):
     hard: bool = False
 
 
-class Buttons(Environment):
-    """``press(button, hard=False)``: reports the ``hard`` the tool ran with."""
-
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        super().__init__(task_spec or {}, secrets or {})
-
-    @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return ["train"]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        return [{"id": "only"}]
+class Buttons(Dials):
+    """Dials plus ``press(button, hard=False)``, which reports the ``hard`` it ran with."""
 
     async def get_prompt(self) -> list[TextBlock]:
         return [TextBlock(text="Press a button.")]
@@ -230,7 +217,7 @@ class Buttons(Environment):
 def test_optional_parameter_with_a_default_has_no_separate_omitted_action() -> None:
     env = OrsEnv(env_class=Buttons)
     try:
-        wrapped = DiscreteToolActions(env)
+        wrapped = DiscreteToolActions(env, tools=["press"])
         # Enum(3) x bool: "hard omitted" would run the same call as hard=False.
         assert wrapped.action_space == spaces.Discrete(6)
         assert [c["arguments"] for c in wrapped.calls] == [
