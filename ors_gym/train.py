@@ -305,33 +305,87 @@ def _curve_callback(curve: list[tuple[int, float, int]]) -> Any:
     return _Curve()
 
 
+#: What ``results.json`` holds, written into it so the file explains itself.
+RESULTS_NOTES = {
+    "learning_curve": (
+        "one entry per finished training episode, in order: the timestep it ended at, its "
+        "return and its length; played on train_split by the exploring (stochastic) policy"
+    ),
+    "random/before/trained": (
+        "evaluation on eval_split, episode i on task i mod num_tasks: a uniformly random "
+        "policy, the untrained model and the trained model (deterministic actions)"
+    ),
+}
+
+
+def _curve_columns(curve: list[tuple[int, float, int]]) -> dict[str, list[Any]]:
+    """The learning curve as labelled columns."""
+    return {
+        "timestep": [c[0] for c in curve],
+        "return": [round(c[1], 6) for c in curve],
+        "length": [c[2] for c in curve],
+    }
+
+
+def _results_text(results: dict[str, Any], columns: dict[str, list[Any]]) -> str:
+    """``results.json``: the figures indented, each curve column on one line."""
+    text = json.dumps({**results, "learning_curve": None, "notes": RESULTS_NOTES}, indent=2)
+    rows = ",\n".join(
+        f"    {json.dumps(name)}: {json.dumps(values, separators=(',', ':'))}"
+        for name, values in columns.items()
+    )
+    return text.replace('"learning_curve": null', '"learning_curve": {\n' + rows + "\n  }") + "\n"
+
+
 def _save_curve(
     path: Path, curve: list[tuple[int, float, int]], results: dict[str, Any], title: str
 ) -> None:
+    """The training returns over time, with the three evaluated policies as dashed lines.
+
+    The title says why the lines differ from the curve: training episodes run
+    on the train split with exploring actions, evaluations on the eval split
+    with deterministic ones.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    train_split, eval_split = results["train_split"], results["eval_split"]
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     if curve:
         steps = np.array([c[0] for c in curve])
         returns = np.array([c[1] for c in curve])
-        ax.scatter(steps, returns, s=3, alpha=0.25, color="tab:blue", label="training episode")
+        ax.scatter(
+            steps, returns, s=3, alpha=0.25, color="tab:blue",
+            label=f"training episode ({train_split} split, exploring)",
+        )
         window = max(1, min(100, len(returns) // 10))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1 :], smooth, color="tab:blue", label=f"mean of {window}")
-    for row, colour in (("random", "tab:red"), ("trained", "tab:green")):
+        ax.plot(
+            steps[window - 1 :], smooth, color="tab:blue",
+            label=f"training mean of {window} episodes",
+        )
+    rows = (
+        ("random", "random policy", "tab:red"),
+        ("before", "untrained policy", "tab:orange"),
+        ("trained", "trained policy", "tab:green"),
+    )
+    for row, name, colour in rows:
         ax.axhline(
             results[row]["mean_return"],
             color=colour,
             linestyle="--",
-            label=f"{row} policy (eval, success {results[row]['success_rate']:.0%})",
+            label=f"{name} ({eval_split} split, success {results[row]['success_rate']:.0%})",
         )
     ax.set_xlabel("timesteps")
     ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(
+        f"{title}\ntraining episodes: {train_split} split, exploring actions; "
+        f"dashed: evaluation on the {eval_split} split, deterministic actions",
+        fontsize=9,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # beside the data
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -410,6 +464,7 @@ def train(
             "n_envs": n_envs,
             "seed": seed,
             "max_episode_steps": max_episode_steps,
+            "train_split": eval_env.unwrapped.default_split(),  # type: ignore[attr-defined]
             "eval_split": _eval_split(eval_env),
             "transport": "http" if base_url else "in-process",
         }
@@ -438,8 +493,7 @@ def train(
         results["curve_path"] = str(curve_path)
         results["results_path"] = str(out / "results.json")
         results["wall_seconds"] = time.perf_counter() - started
-        payload = {**results, "learning_curve": [list(c) for c in curve]}
-        (out / "results.json").write_text(json.dumps(payload, indent=2))
+        (out / "results.json").write_text(_results_text(results, _curve_columns(curve)))
         logger.info("training finished:\n%s", format_table(results))
         return results
     finally:
