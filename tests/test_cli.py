@@ -157,14 +157,39 @@ def test_usage_errors_exit_2(
     assert captured.out == ""
 
 
-def test_list_prints_bundled_envs_default_first(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_prints_each_id_with_where_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(BUNDLED)
-    assert lines[0].split()[:2] == [DEFAULT_ENV, "(default)"]
+    assert len(lines) == len(BUNDLED) + 1
+    assert lines[0].split() == [f"ors/{DEFAULT_ENV}-v0", "in-process", BUNDLED[DEFAULT_ENV],
+                                "(default)"]
     for name, spec in BUNDLED.items():
-        (line,) = [ln for ln in lines if ln.split()[0] == name]
-        assert line.split()[-2:] == [f"ors/{name}-v0", spec]
+        (line,) = [ln for ln in lines if ln.split()[0] == f"ors/{name}-v0"]
+        assert line.split()[1:3] == ["in-process", spec]
+    assert lines[-1].split()[:3] == ["ors/Remote-v0", "any", "server"]
+
+
+def test_list_with_a_server_shows_its_remote_ids(
+    server_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", "--server", server_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    remote = [ln.split() for ln in lines if ln.startswith("ors-remote/")]
+    assert len(remote) == len(BUNDLED)
+    assert ["ors-remote/Math-v0", server_url, "math"] in remote
+    assert ["ors-remote/GridWorld-v0", server_url, "gridworld"] in remote
+    # No id differs from another by case alone.
+    ids = [ln.split()[0] for ln in lines]
+    assert len({i.lower() for i in ids}) == len(ids)
+
+
+def test_list_with_a_bad_server_url_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "--server", "ftp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ors-gym list: error: cannot list")
+    assert "http(s) URL" in err[0]
 
 
 def test_resolve_env_specs() -> None:
