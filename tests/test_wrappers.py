@@ -358,13 +358,34 @@ def test_gridworld_image_passes_sb3_check_env(ors_env: Any, channel_order: str) 
 
 
 def test_image_shows_the_agent_where_the_metadata_says(ors_env: Any) -> None:
-    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(40, 40))
-    obs, _ = env.reset(options={"task_spec": GRID})  # 5x5 at 8 px: native size, no resampling
-    assert _agent_cell(obs, 8) == [0, 0]
+    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(160, 160))
+    obs, _ = env.reset(options={"task_spec": GRID})  # 5x5 at 32 px: native size, no resampling
+    assert _agent_cell(obs, 32) == [0, 0]
     for action in (1, 1, 3):  # down, down, right
         obs, _, _, _, info = env.step(action)
-        assert _agent_cell(obs, 8) == info["calls"][0]["metadata"]["agent"]
-    assert _agent_cell(obs, 8) == [2, 1]
+        assert _agent_cell(obs, 32) == info["calls"][0]["metadata"]["agent"]
+    assert _agent_cell(obs, 32) == [2, 1]
+
+
+def test_default_frames_are_large_and_train_size_frames_are_exact(ors_env: Any) -> None:
+    """Frames are 160 px by default; nearest resizing to 40 px (what training uses) gives
+    the grid at 8 px per cell exactly, as GridWorld draws it with ``cell_px=8``."""
+    native = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(160, 160))
+    small = ImageObservation(
+        DiscreteToolActions(ors_env("GridWorld")), size=(40, 40), resample="nearest"
+    )
+    drawn_small = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(40, 40))
+    big, _ = native.reset(options={"task_spec": GRID})
+    assert big.shape == (160, 160, 3)
+    raw, _ = native.unwrapped.reset(options={"task_spec": GRID})
+    assert raw["images"][0].shape == (160, 160, 3)  # the frame itself, not a resize
+    resized, _ = small.reset(options={"task_spec": GRID})
+    exact, _ = drawn_small.reset(options={"task_spec": {**GRID, "cell_px": 8}})
+    assert np.array_equal(resized, exact)
+    for action in (1, 3, 3):
+        resized, *_ = small.step(action)
+        exact, *_ = drawn_small.step(action)
+        assert np.array_equal(resized, exact)
 
 
 def test_image_is_resized_and_channels_first(ors_env: Any) -> None:
@@ -378,7 +399,7 @@ def test_image_is_resized_and_channels_first(ors_env: Any) -> None:
     assert obs.shape == (3, 20, 30) and obs.dtype == np.uint8
     hwc = obs.transpose(1, 2, 0)
     rows, cols = np.nonzero(np.all(hwc == AGENT_RGB, axis=-1))
-    assert rows.max() < 4 and cols.max() < 6  # the agent's cell, top-left, scaled by 20/40, 30/40
+    assert rows.max() < 4 and cols.max() < 6  # the agent's cell, top-left, scaled by 20/160, 30/160
 
 
 def test_step_without_image_repeats_the_last_one(ors_env: Any) -> None:
@@ -386,12 +407,12 @@ def test_step_without_image_repeats_the_last_one(ors_env: Any) -> None:
         {"name": "move", "arguments": {"direction": "down"}},
         {"name": "move", "arguments": {"direction": "north"}},  # invalid: an error, no image
     ]
-    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld"), calls=calls), size=(40, 40))
+    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld"), calls=calls), size=(160, 160))
     env.reset(options={"task_spec": GRID})
     moved, *_ = env.step(0)
     repeated, _, _, _, info = env.step(1)
     assert info["calls"][0]["ok"] is False
-    assert np.array_equal(repeated, moved) and _agent_cell(repeated, 8) == [1, 0]
+    assert np.array_equal(repeated, moved) and _agent_cell(repeated, 32) == [1, 0]
 
 
 def test_text_only_env_gives_zeros(ors_env: Any) -> None:
