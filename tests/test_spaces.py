@@ -236,6 +236,16 @@ def test_draft4_boolean_exclusive_bounds() -> None:
         validator.validate(value)
 
 
+def test_draft4_exclusive_bound_rules_out_a_default_on_the_bound() -> None:
+    """A default equal to a draft-4 exclusive minimum is invalid, so it is never sampled."""
+    schema = {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1, "default": 0}
+    sampler = compile_sampler(schema)
+    values = [sampler(np.random.default_rng(s)) for s in SEEDS]
+    assert all(0 < v <= 1 for v in values)
+    on_bound = {**schema, "default": 1}  # the inclusive maximum: valid, so sometimes drawn
+    assert 1 in [compile_sampler(on_bound)(np.random.default_rng(s)) for s in SEEDS]
+
+
 def test_default_is_used_sometimes_and_only_when_valid() -> None:
     valid = compile_sampler({"type": "integer", "minimum": 0, "maximum": 10**9, "default": 3})
     invalid = compile_sampler({"type": "integer", "minimum": 5, "maximum": 10**9, "default": 3})
