@@ -2,7 +2,7 @@
 
 The main job of the package, end to end: an ORS environment (the bundled
 GridWorld, hosted in this process by default, or any server with
-``--base-url``) wrapped into the fixed spaces SB3 needs
+``base_url``) wrapped into the fixed spaces SB3 needs
 (``DiscreteToolActions`` + ``MetadataVector`` / ``ImageObservation`` /
 ``TextVector``), a random-policy baseline, the untrained policy, SB3 training,
 the trained policy, and a table of the three on held-out tasks::
