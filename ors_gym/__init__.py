@@ -29,11 +29,11 @@ from ors_gym.errors import (
     OrsTimeoutError,
     OrsToolError,
 )
+from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import decode_blocks
 from ors_gym.registration import register_bundled, register_server
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
-from ors_gym.tool_formats import as_action, tools_as
 from ors_gym.vector import OrsVectorEnv, make_env_fns
 
 __version__ = "0.1.0"

@@ -33,9 +33,9 @@ from ors_gym._step import RECOVERABLE, Turn, reset_result
 from ors_gym.actions import ParsedAction, parse_action
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.errors import OrsError
+from ors_gym.formats import as_action, tools_as
 from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
 from ors_gym.settings import EnvSettings
-from ors_gym.tool_formats import as_action, tools_as
 
 __all__ = ["AsyncOrsEnv", "make_async_backend"]
 

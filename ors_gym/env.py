@@ -25,11 +25,11 @@ from ors_gym._secret import redact_kwargs, reveal
 from ors_gym._step import Elapsed, Turn
 from ors_gym.async_env import NO_ENVIRONMENT, AsyncOrsEnv, class_env_name
 from ors_gym.backends.base import Backend
+from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
 from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
-from ors_gym.tool_formats import tools_as
 
 __all__ = ["Elapsed", "OrsEnv", "make_backend"]
 

@@ -1,23 +1,45 @@
-"""Gymnasium ids: ``ors/<Name>-v0`` for bundled and remote environments.
+"""Gymnasium ids for ORS environments, and where each runs.
 
-``import ors_gym`` registers the bundled environments (hosted in-process by
-default; pass ``base_url=`` to ``gym.make`` to use a server instead) and the
-generic ``ors/Remote-v0``. ``register_server(url)`` adds one id per
-environment a running server lists.
+The scheme:
+
+- ``ors/<Class>-v0``: a bundled environment, hosted in this process
+  (``import ors_gym`` registers them; ``gym.make(id, base_url=...)`` uses a
+  server instead).
+- ``ors/Remote-v0``: any environment of any server, chosen at ``gym.make``
+  with ``base_url=`` and ``env_name=``.
+- ``ors-remote/<Name>-v0`` (another ``namespace=`` if you like): one id per
+  environment a running server lists, added by :func:`register_server`. The
+  namespace says "over HTTP", and ``<Name>`` takes the bundled class's casing
+  when the server's name is a bundled environment's (``math`` ->
+  ``ors-remote/Math-v0``), so a remote id never differs from an in-process one
+  by case alone. ``ors-gym list`` shows every id with where it runs.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
 import gymnasium as gym
 
 from ors_gym._secret import Secret
+from ors_gym.errors import redact_url
 
-__all__ = ["BUNDLED_MAX_STEPS", "gym_name", "register_bundled", "register_server"]
+__all__ = [
+    "BUNDLED_MAX_STEPS",
+    "NAMESPACE",
+    "REMOTE_NAMESPACE",
+    "gym_name",
+    "register_bundled",
+    "register_server",
+    "remote_id",
+]
+
+logger = logging.getLogger("ors_gym")
 
 NAMESPACE = "ors"
+REMOTE_NAMESPACE = "ors-remote"
 ENTRY_POINT = "ors_gym.env:OrsEnv"
 VECTOR_ENTRY_POINT = "ors_gym.vector:OrsVectorEnv"
 
@@ -40,6 +62,19 @@ def gym_name(name: str) -> str:
     cleaned = re.sub(r"[^\w.-]", "_", name).strip("-")
     cleaned = re.sub(r"-v(\d+)$", r"_v\1", cleaned)  # a trailing -vN would read as a version
     return cleaned or "env"
+
+
+def remote_id(name: str, namespace: str = REMOTE_NAMESPACE) -> str:
+    """The id :func:`register_server` gives a server's environment ``name``.
+
+    ``<namespace>/<Name>-v0``: ``Name`` is the bundled class name when ``name``
+    is a bundled environment's in any case (``gridworld`` -> ``GridWorld``),
+    else ``name`` made valid for Gymnasium (:func:`gym_name`).
+    """
+    from ors_gym.envs import BUNDLED
+
+    bundled = next((cls for cls in BUNDLED if cls.lower() == name.lower()), None)
+    return f"{namespace}/{bundled or gym_name(name)}-v0"
 
 
 def _register(env_id: str, max_steps: int, kwargs: dict[str, Any]) -> None:
@@ -87,13 +122,22 @@ def register_server(
     *,
     api_key: str | None = None,
     max_episode_steps: int = REMOTE_MAX_STEPS,
+    namespace: str = REMOTE_NAMESPACE,
     **env_kwargs: Any,
 ) -> list[str]:
-    """Register ``ors/<name>-v0`` for each environment the server at ``base_url`` lists.
+    """Register ``<namespace>/<Name>-v0`` for each environment the server at ``base_url`` lists.
 
-    ``<name>`` is the server's name made valid for Gymnasium's id syntax. Returns
-    the registered ids; ``gym.make(id)`` then talks to that server.
+    The ids are :func:`remote_id`'s: ``ors-remote/Math-v0`` for a server's
+    ``math``, beside the in-process ``ors/Math-v0``. Registering a second server
+    with the same names replaces the first one's ids (logged); give it another
+    ``namespace`` (``"ors-gpu"``: letters, digits, ``_``, ``-``) to keep both.
+    Returns the registered ids; ``gym.make(id)`` then talks to that server.
     """
+    if not re.fullmatch(r"[\w-]+", namespace) or namespace == NAMESPACE:
+        raise ValueError(
+            f"namespace={namespace!r}: use letters, digits, '_' and '-', and not {NAMESPACE!r} "
+            "(the in-process ids' namespace)"
+        )
     from ors_gym.backends.http import HttpBackend
 
     backend = HttpBackend(base_url, api_key=api_key)
@@ -101,12 +145,25 @@ def register_server(
         names = backend.list_environments()
     finally:
         backend.close()
-    ids = []
-    for name in names:
-        env_id = f"{NAMESPACE}/{gym_name(name)}-v0"
+    ids = [remote_id(name, namespace) for name in names]
+    clashing = sorted({i for i in ids if ids.count(i) > 1})
+    if clashing:
+        raise ValueError(
+            f"the server at {redact_url(base_url)} lists environments whose ids would clash "
+            f"({', '.join(clashing)}); register them by hand with gym.register"
+        )
+    for name, env_id in zip(names, ids, strict=True):
+        previous = gym.registry.get(env_id)
+        if previous is not None and previous.kwargs.get("base_url") != base_url:
+            logger.warning(
+                "register_server: %s now runs at %s, no longer at %s; "
+                "pass namespace=... to keep both",
+                env_id,
+                redact_url(base_url),
+                redact_url(str(previous.kwargs.get("base_url"))),
+            )
         kwargs: dict[str, Any] = {"base_url": base_url, "env_name": name, **env_kwargs}
         if api_key is not None:
             kwargs["api_key"] = Secret(api_key)
         _register(env_id, max_episode_steps, kwargs)
-        ids.append(env_id)
     return ids

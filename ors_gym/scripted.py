@@ -17,7 +17,7 @@ rules (Math: compute and submit; GridWorld: shortest path; Counter: count to
 the target then answer; Toolbox: chain the task tools; Judged: write a text
 with some of the keywords); ``skill`` is the chance of following a rule
 rather than acting at random. Elsewhere it calls a random tool with
-schema-valid arguments (:func:`ors_gym._schema.sample_from_schema`), or
+schema-valid arguments (:func:`ors_gym.schema.sample_from_schema`), or
 sometimes gives a plain final answer.
 """
 
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ors_gym._schema import SchemaError, sample_from_schema
 from ors_gym.protocol import ListToolsOutput, Message, ToolSpec
+from ors_gym.schema import SchemaError, sample_from_schema
 
 __all__ = ["FORMATS", "ScriptedLLM"]
 
@@ -54,7 +54,7 @@ class ScriptedLLM:
     ``act(observation, tools)`` takes an ``OrsEnv`` observation (``{"text",
     "images"}``), a conversation (a list of OpenAI, Anthropic or ORS
     messages), or text; and the tools as a ``ListToolsOutput``, an env, or
-    tool definitions in any :func:`~ors_gym.tool_formats.tools_as` format.
+    tool definitions in any :func:`~ors_gym.formats.tools_as` format.
     Given observations (not conversations), it remembers the episode's texts
     until :meth:`reset`.
     """

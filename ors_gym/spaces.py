@@ -17,10 +17,10 @@ import numpy as np
 from gymnasium import spaces
 from numpy.typing import NDArray
 
-from ors_gym._schema import SchemaError, compile_sampler
 from ors_gym.actions import parse_action
 from ors_gym.errors import OrsActionError
 from ors_gym.protocol import TerminalToolSpec, ToolSpec
+from ors_gym.schema import SchemaError, compile_sampler
 
 __all__ = ["AnyImage", "AnyText", "ToolCallSpace"]
 

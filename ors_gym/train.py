@@ -1,8 +1,8 @@
-"""``ors-gym train``: train a Stable-Baselines3 agent on an ORS environment and measure it.
+"""Train a Stable-Baselines3 agent on an ORS environment and measure it (``ors-gym train``).
 
 The main job of the package, end to end: an ORS environment (the bundled
 GridWorld, hosted in this process by default, or any server with
-``--base-url``) wrapped into the fixed spaces SB3 needs
+``base_url``) wrapped into the fixed spaces SB3 needs
 (``DiscreteToolActions`` + ``MetadataVector`` / ``ImageObservation`` /
 ``TextVector``), a random-policy baseline, the untrained policy, SB3 training,
 the trained policy, and a table of the three on held-out tasks::
@@ -13,11 +13,15 @@ Evaluation uses the ``test`` split when the environment has one (else the
 training split): episode ``i`` runs task ``i mod num_tasks``, so every policy
 faces the same tasks. An episode succeeds when the environment finished it
 (``terminated``) with a positive final reward; running out of steps fails.
+
+An environment is trainable here when its tool calls can be enumerated
+(``DiscreteToolActions``) and it reports the chosen observation;
+:func:`check_trainable` says why not (:class:`NotTrainableError`). This module
+is the library; the command line (:mod:`ors_gym.cli.train`) calls it.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import time
@@ -29,7 +33,14 @@ import gymnasium as gym
 import numpy as np
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.wrappers import DiscreteToolActions, ImageObservation, MetadataVector, TextVector
+from ors_gym.wrappers import (
+    DiscreteToolActions,
+    ImageObservation,
+    MetadataVector,
+    MissingValueError,
+    NotEnumerableError,
+    TextVector,
+)
 
 __all__ = [
     "ALGOS",
@@ -37,11 +48,13 @@ __all__ = [
     "DEFAULT_STEPS",
     "HYPERPARAMETERS",
     "OBSERVATIONS",
-    "add_parser",
+    "NotTrainableError",
+    "check_trainable",
     "evaluate",
     "format_table",
     "make_env",
     "train",
+    "trainable_observations",
 ]
 
 logger = logging.getLogger("ors_gym")
@@ -52,10 +65,12 @@ OBSERVATIONS = ("vector", "image", "text")
 #: Training steps of the default run (PPO, vector observations): enough for the bundled
 #: GridWorld to be solved on nearly every held-out task, in about a minute on 2 CPU cores.
 DEFAULT_STEPS = 30_000
-#: The bundled GridWorld needs at most 8 moves; 20 leaves room for detours while keeping a
-#: random walk's success rate low (about a third), so learning shows clearly.
+#: The bundled GridWorld needs at most 8 moves; 15 leaves room for detours while keeping a
+#: random walk's success rate low, so learning shows clearly.
 DEFAULT_MAX_EPISODE_STEPS = 15
-IMAGE_SIZE = (40, 40)  # the bundled GridWorld's native 5x5 grid at 8 px per cell
+#: The bundled GridWorld's 160 px frames (5x5 cells of 32 px) nearest-resized to 8 px per
+#: cell: the same pixels as drawing the grid at 8 px, with a quarter of the CNN's input.
+IMAGE_SIZE = (40, 40)
 TEXT_DIM = 256
 
 #: Per-algorithm SB3 keyword arguments, tuned for small discrete tasks such as GridWorld.
@@ -82,6 +97,14 @@ HYPERPARAMETERS: dict[str, dict[str, Any]] = {
         "exploration_final_eps": 0.05,
     },
 }
+
+
+class NotTrainableError(ValueError):
+    """``env_id`` cannot be trained with these options; ``reason`` says why in one clause."""
+
+    def __init__(self, env_id: str, reason: str, hint: str = "") -> None:
+        super().__init__(f"cannot train on {env_id}: {reason}{f'; {hint}' if hint else ''}")
+        self.env_id, self.reason = env_id, reason
 
 
 def _require_sb3() -> Any:
@@ -140,15 +163,23 @@ def make_env(
     """The ORS env ``env_id`` wrapped for SB3: discrete tool calls, array observations.
 
     ``obs``: ``"vector"`` (agent and goal ``[row, col]`` from GridWorld's
-    metadata, scaled to ``[-1, 1]``), ``"image"`` (the rendered grid, 40x40x3
-    uint8, for ``CnnPolicy``) or ``"text"`` (the observation text, feature-hashed
-    to 256 floats; works for any environment).
+    metadata, scaled to ``[-1, 1]``), ``"image"`` (the step's image resized to
+    40x40x3 uint8, for ``CnnPolicy``) or ``"text"`` (the observation text,
+    feature-hashed to 256 floats; works for any environment). Raises
+    :class:`NotTrainableError` when the tool calls cannot be enumerated.
     """
     if obs not in OBSERVATIONS:
         raise ValueError(f"obs={obs!r}; choose one of {list(OBSERVATIONS)}")
     env = _make_ors_env(env_id, base_url=base_url, max_episode_steps=max_episode_steps)
     try:
-        env = DiscreteToolActions(env)
+        try:
+            env = DiscreteToolActions(env)
+        except NotEnumerableError as exc:
+            raise NotTrainableError(
+                env_id,
+                f"it has no finite set of actions ({exc.reason})",
+                "list its calls in Python: DiscreteToolActions(env, calls=[...])",
+            ) from exc
         if obs == "vector":
             high = _grid_size(env) - 1
             return MetadataVector(
@@ -160,6 +191,43 @@ def make_env(
     except Exception:
         env.close()
         raise
+
+
+def check_trainable(
+    env_id: str,
+    *,
+    obs: str = "vector",
+    base_url: str | None = None,
+    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+) -> None:
+    """Build the training environment once and reset it; raise :class:`NotTrainableError`
+    when its calls cannot be enumerated or its first observation lacks what ``obs`` reads
+    (``vector``: ``agent``/``goal`` metadata; ``image``: an image)."""
+    env = make_env(env_id, obs=obs, base_url=base_url, max_episode_steps=max_episode_steps)
+    try:
+        if obs == "image":
+            first, _ = env.unwrapped.reset()
+            if not first.get("images"):
+                raise NotTrainableError(env_id, "its observations hold no image for --obs image")
+        env.reset()
+    except MissingValueError as exc:
+        raise NotTrainableError(
+            env_id, "its steps report no agent/goal positions for --obs vector"
+        ) from exc
+    finally:
+        env.close()
+
+
+def trainable_observations(env_id: str, *, base_url: str | None = None) -> list[str]:
+    """The ``obs`` choices ``env_id`` can be trained with (empty: none of them)."""
+    ok = []
+    for obs in OBSERVATIONS:
+        try:
+            check_trainable(env_id, obs=obs, base_url=base_url)
+        except NotTrainableError:
+            continue
+        ok.append(obs)
+    return ok
 
 
 # -- evaluation --------------------------------------------------------------------------------
@@ -239,33 +307,87 @@ def _curve_callback(curve: list[tuple[int, float, int]]) -> Any:
     return _Curve()
 
 
+#: What ``results.json`` holds, written into it so the file explains itself.
+RESULTS_NOTES = {
+    "learning_curve": (
+        "one entry per finished training episode, in order: the timestep it ended at, its "
+        "return and its length; played on train_split by the exploring (stochastic) policy"
+    ),
+    "random/before/trained": (
+        "evaluation on eval_split, episode i on task i mod num_tasks: a uniformly random "
+        "policy, the untrained model and the trained model (deterministic actions)"
+    ),
+}
+
+
+def _curve_columns(curve: list[tuple[int, float, int]]) -> dict[str, list[Any]]:
+    """The learning curve as labelled columns."""
+    return {
+        "timestep": [c[0] for c in curve],
+        "return": [round(c[1], 6) for c in curve],
+        "length": [c[2] for c in curve],
+    }
+
+
+def _results_text(results: dict[str, Any], columns: dict[str, list[Any]]) -> str:
+    """``results.json``: the figures indented, each curve column on one line."""
+    text = json.dumps({**results, "learning_curve": None, "notes": RESULTS_NOTES}, indent=2)
+    rows = ",\n".join(
+        f"    {json.dumps(name)}: {json.dumps(values, separators=(',', ':'))}"
+        for name, values in columns.items()
+    )
+    return text.replace('"learning_curve": null', '"learning_curve": {\n' + rows + "\n  }") + "\n"
+
+
 def _save_curve(
     path: Path, curve: list[tuple[int, float, int]], results: dict[str, Any], title: str
 ) -> None:
+    """The training returns over time, with the three evaluated policies as dashed lines.
+
+    The title says why the lines differ from the curve: training episodes run
+    on the train split with exploring actions, evaluations on the eval split
+    with deterministic ones.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    train_split, eval_split = results["train_split"], results["eval_split"]
+    fig, ax = plt.subplots(figsize=(10, 4.8))
     if curve:
         steps = np.array([c[0] for c in curve])
         returns = np.array([c[1] for c in curve])
-        ax.scatter(steps, returns, s=3, alpha=0.25, color="tab:blue", label="training episode")
+        ax.scatter(
+            steps, returns, s=3, alpha=0.25, color="tab:blue",
+            label=f"training episode ({train_split} split, exploring)",
+        )
         window = max(1, min(100, len(returns) // 10))
         smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(steps[window - 1 :], smooth, color="tab:blue", label=f"mean of {window}")
-    for row, colour in (("random", "tab:red"), ("trained", "tab:green")):
+        ax.plot(
+            steps[window - 1 :], smooth, color="tab:blue",
+            label=f"training mean of {window} episodes",
+        )
+    rows = (
+        ("random", "random policy", "tab:red"),
+        ("before", "untrained policy", "tab:orange"),
+        ("trained", "trained policy", "tab:green"),
+    )
+    for row, name, colour in rows:
         ax.axhline(
             results[row]["mean_return"],
             color=colour,
             linestyle="--",
-            label=f"{row} policy (eval, success {results[row]['success_rate']:.0%})",
+            label=f"{name} ({eval_split} split, success {results[row]['success_rate']:.0%})",
         )
     ax.set_xlabel("timesteps")
     ax.set_ylabel("episode return")
-    ax.set_title(title)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title(
+        f"{title}\ntraining episodes: {train_split} split, exploring actions; "
+        f"dashed: evaluation on the {eval_split} split, deterministic actions",
+        fontsize=9,
+    )
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # beside the data
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -294,7 +416,9 @@ def train(
     ``out_dir``. Returns the figures: rows ``random``, ``before``, ``trained``
     (each ``success_rate``, ``mean_return``, ``mean_length``), timings and paths.
     ``torch_threads`` caps torch's CPU threads while training (small networks
-    run fastest on one); None leaves torch's setting alone.
+    run fastest on one); None leaves torch's setting alone. Raises
+    :class:`NotTrainableError` (before writing anything) when ``env_id`` cannot be
+    trained with ``obs`` (see :func:`check_trainable`).
     """
     sb3 = _require_sb3()
     from stable_baselines3.common.monitor import Monitor
@@ -312,6 +436,7 @@ def train(
         logger.info("DQN: training with %d environments (one replay buffer)", n_envs)
 
     started = time.perf_counter()
+    check_trainable(env_id, obs=obs, base_url=base_url, max_episode_steps=max_episode_steps)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
 
@@ -341,6 +466,7 @@ def train(
             "n_envs": n_envs,
             "seed": seed,
             "max_episode_steps": max_episode_steps,
+            "train_split": eval_env.unwrapped.default_split(),  # type: ignore[attr-defined]
             "eval_split": _eval_split(eval_env),
             "transport": "http" if base_url else "in-process",
         }
@@ -369,8 +495,7 @@ def train(
         results["curve_path"] = str(curve_path)
         results["results_path"] = str(out / "results.json")
         results["wall_seconds"] = time.perf_counter() - started
-        payload = {**results, "learning_curve": [list(c) for c in curve]}
-        (out / "results.json").write_text(json.dumps(payload, indent=2))
+        (out / "results.json").write_text(_results_text(results, _curve_columns(curve)))
         logger.info("training finished:\n%s", format_table(results))
         return results
     finally:
@@ -394,89 +519,3 @@ def format_table(results: dict[str, Any]) -> str:
             f"{figures['mean_length']:>12.1f}"
         )
     return "\n".join(lines)
-
-
-# -- command line ------------------------------------------------------------------------------
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def add_parser(subparsers: Any) -> None:
-    """Register the ``train`` subcommand on an argparse ``subparsers`` object."""
-    parser = subparsers.add_parser(
-        "train",
-        help="train a Stable-Baselines3 agent on an ORS environment (default: GridWorld, PPO)",
-        description=(
-            "Train a Stable-Baselines3 agent on an ORS environment and compare it with a "
-            "random policy on held-out tasks. By default the bundled GridWorld runs in this "
-            "process; --base-url trains against a running ORS server instead. Writes "
-            "model.zip, learning_curve.png and results.json under --out-dir."
-        ),
-    )
-    parser.add_argument("--env-id", default="ors/GridWorld-v0", help="gym id (default %(default)s)")
-    parser.add_argument("--algo", default="PPO", choices=ALGOS, type=str.upper, help="algorithm")
-    parser.add_argument(
-        "--steps", type=_positive_int, default=DEFAULT_STEPS, help="training timesteps"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--base-url", default=None, help="ORS server URL (default: in-process)")
-    parser.add_argument(
-        "--obs", default="vector", choices=OBSERVATIONS, help="observation (default vector)"
-    )
-    parser.add_argument("--n-envs", type=_positive_int, default=4, help="parallel envs (default 4)")
-    parser.add_argument("--out-dir", default="runs/train", help="output directory")
-    parser.add_argument(
-        "--eval-episodes", type=_positive_int, default=50, help="episodes per evaluation"
-    )
-    parser.add_argument(
-        "--max-episode-steps",
-        type=_positive_int,
-        default=DEFAULT_MAX_EPISODE_STEPS,
-        help=f"episode step limit (default {DEFAULT_MAX_EPISODE_STEPS})",
-    )
-    parser.add_argument(
-        "--no-progress-bar", action="store_true", help="hide the training progress bar"
-    )
-    parser.set_defaults(handler=_run_train)
-
-
-def _run_train(args: argparse.Namespace) -> int:
-    import ors_gym  # noqa: F401 - registers the ors/... ids
-    from ors_gym.cli import UsageError
-
-    if args.env_id not in gym.registry:
-        known = ", ".join(sorted(k for k in gym.registry if k.startswith("ors/")))
-        raise UsageError(f"unknown --env-id {args.env_id!r}; registered ORS ids: {known}")
-    results = train(
-        env_id=args.env_id,
-        algo=args.algo,
-        steps=args.steps,
-        seed=args.seed,
-        base_url=args.base_url,
-        obs=args.obs,
-        n_envs=args.n_envs,
-        out_dir=args.out_dir,
-        eval_episodes=args.eval_episodes,
-        progress_bar=not args.no_progress_bar,
-        max_episode_steps=args.max_episode_steps,
-    )
-    print(
-        f"{results['algo']} on {results['env_id']} ({results['obs']} observations, "
-        f"{results['transport']}): {results['steps']} steps in {results['train_seconds']:.1f} s "
-        f"({results['steps_per_second']:.0f} steps/s); evaluated on "
-        f"{int(results['trained']['episodes'])} episodes of the {results['eval_split']!r} split"
-    )
-    print(format_table(results))
-    print(f"model: {results['model_path']}")
-    print(f"learning curve: {results['curve_path']}")
-    print(f"results: {results['results_path']}")
-    print(f"total wall time: {results['wall_seconds']:.1f} s")
-    return 0

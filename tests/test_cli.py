@@ -157,14 +157,39 @@ def test_usage_errors_exit_2(
     assert captured.out == ""
 
 
-def test_list_prints_bundled_envs_default_first(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_prints_each_id_with_where_it_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(BUNDLED)
-    assert lines[0].split()[:2] == [DEFAULT_ENV, "(default)"]
+    assert len(lines) == len(BUNDLED) + 1
+    assert lines[0].split() == [f"ors/{DEFAULT_ENV}-v0", "in-process", BUNDLED[DEFAULT_ENV],
+                                "(default)"]
     for name, spec in BUNDLED.items():
-        (line,) = [ln for ln in lines if ln.split()[0] == name]
-        assert line.split()[-2:] == [f"ors/{name}-v0", spec]
+        (line,) = [ln for ln in lines if ln.split()[0] == f"ors/{name}-v0"]
+        assert line.split()[1:3] == ["in-process", spec]
+    assert lines[-1].split()[:3] == ["ors/Remote-v0", "any", "server"]
+
+
+def test_list_with_a_server_shows_its_remote_ids(
+    server_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["list", "--server", server_url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    remote = [ln.split() for ln in lines if ln.startswith("ors-remote/")]
+    assert len(remote) == len(BUNDLED)
+    assert ["ors-remote/Math-v0", server_url, "math"] in remote
+    assert ["ors-remote/GridWorld-v0", server_url, "gridworld"] in remote
+    # No id differs from another by case alone.
+    ids = [ln.split()[0] for ln in lines]
+    assert len({i.lower() for i in ids}) == len(ids)
+
+
+def test_list_with_a_bad_server_url_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["list", "--server", "ftp://127.0.0.1:9"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ors-gym list: error: cannot list")
+    assert "http(s) URL" in err[0]
 
 
 def test_resolve_env_specs() -> None:
@@ -187,7 +212,7 @@ def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_each_subcommand_is_one_function() -> None:
-    """Adding a subcommand = appending one ``_add_<name>`` function to ``SUBCOMMANDS``."""
+    """Adding a subcommand = appending one ``add_parser`` function to ``SUBCOMMANDS``."""
     from ors_gym import cli
 
     def add_hello(subparsers: object) -> None:
@@ -200,3 +225,61 @@ def test_each_subcommand_is_one_function() -> None:
     finally:
         cli.SUBCOMMANDS.remove(add_hello)
     assert "hello" not in build_parser().format_help()
+
+
+def test_train_library_never_imports_the_cli() -> None:
+    """``ors_gym.train`` is a library: importing it loads no part of ``ors_gym.cli``."""
+    code = (
+        "import sys, ors_gym.train; "
+        "print(sorted(m for m in sys.modules if m.startswith('ors_gym.cli')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["--env-id", "ors/Math-v0"], "tool 'submit': required parameter 'answer' has no finite"),
+        (["--env-id", "ors/Counter-v0"], "no agent/goal positions for --obs vector"),
+    ],
+)
+def test_train_on_an_untrainable_env_is_one_line_exit_2(argv: list[str], reason: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ors_gym", "train", *argv, "--out-dir", "/nonexistent/never"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=_STARTUP_TIMEOUT_S,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    (line,) = lines
+    assert line.startswith(f"ors-gym train: error: cannot train on {argv[1]}: ")
+    assert reason in line
+    assert "Traceback" not in line
+    # It names what can be trained, and how.
+    assert "ors/GridWorld-v0 (--obs vector, image or text)" in line
+    assert "ors/Counter-v0 (--obs text)" in line
+    assert "ors/Math-v0 (" not in line
+    assert "DiscreteToolActions(env, calls=[...])" in line
+
+
+def test_train_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    from ors_gym.train import DEFAULT_STEPS
+
+    assert main(["train", "--help"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for option, default in [
+        ("--algo", "PPO"),
+        ("--steps", str(DEFAULT_STEPS)),
+        ("--out-dir", "runs/train"),
+        ("--eval-episodes", "50"),
+    ]:
+        shown = rf"{re.escape(option)} \S+ [^()]*\(default: {re.escape(default)}\)"
+        assert re.search(shown, out), option

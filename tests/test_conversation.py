@@ -12,9 +12,9 @@ from gymnasium.utils.env_checker import check_env
 
 import ors_gym  # noqa: F401 - registers ors/... ids
 from ors_gym.env import OrsEnv
+from ors_gym.formats import MESSAGE_FORMATS, tools_as
 from ors_gym.protocol import Message, TextBlock, ToolCallBlock, ToolResultBlock
 from ors_gym.scripted import FORMATS, ScriptedLLM
-from ors_gym.tool_formats import MESSAGE_FORMATS, tools_as
 from ors_gym.wrappers.conversation import Conversation, ConversationSpace
 
 GRID = {"size": 5, "start": [2, 2], "goal": [4, 4]}

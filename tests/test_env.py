@@ -349,8 +349,8 @@ def test_gym_make_remote_and_register_server(server_url: str) -> None:
     finally:
         env.close()
     ids = ors_gym.register_server(server_url, max_episode_steps=7)
-    assert "ors/gridworld-v0" in ids and "ors/math-v0" in ids
-    env = gym.make("ors/math-v0")
+    assert "ors-remote/GridWorld-v0" in ids and "ors-remote/Math-v0" in ids
+    env = gym.make("ors-remote/Math-v0")
     try:
         assert env.unwrapped.location.startswith("http://127.0.0.1")
         assert env.spec is not None and env.spec.max_episode_steps == 7

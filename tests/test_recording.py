@@ -15,10 +15,10 @@ import pytest
 
 import ors_gym  # noqa: F401 - registers ors/... ids
 from ors_gym.env import OrsEnv
+from ors_gym.formats import as_action
 from ors_gym.protocol import ImageBlock, TextBlock
 from ors_gym.scripted import ScriptedLLM
 from ors_gym.serving import ServerThread
-from ors_gym.tool_formats import as_action
 from ors_gym.wrappers import DiscreteToolActions
 from ors_gym.wrappers.conversation import Conversation
 from ors_gym.wrappers.recording import (
@@ -82,9 +82,9 @@ def test_images_as_summaries_or_base64(tmp_path: Path) -> None:
         env.close()
         (episode,) = read_trajectories(path)
         prompt_image = episode["prompt_content"][1]
-        assert prompt_image["mime"] == "image/png" and prompt_image["shape"] == [40, 40, 3]
+        assert prompt_image["mime"] == "image/png" and prompt_image["shape"] == [160, 160, 3]
         image = episode["steps"][0]["results"][0]["content"][1]
-        assert image["shape"] == [40, 40, 3]
+        assert image["shape"] == [160, 160, 3]
         assert ("data" in image) is (mode == "base64")
         messages = trajectory_messages(episode)
         reply = messages[2].blocks[0]
@@ -92,7 +92,7 @@ def test_images_as_summaries_or_base64(tmp_path: Path) -> None:
         if mode == "base64":
             assert isinstance(inner, ImageBlock) and inner.data == image["data"]
         else:
-            assert inner == TextBlock(text="[image image/png 40x40, not recorded]")
+            assert inner == TextBlock(text="[image image/png 160x160, not recorded]")
     with pytest.raises(ValueError, match="images='pixels'"):
         RecordTrajectories(gym.make("ors/Math-v0"), tmp_path / "x.jsonl", images="pixels")  # type: ignore[arg-type]
 
@@ -158,7 +158,7 @@ _KILLED_RUN = textwrap.dedent(
     import gymnasium as gym
     import ors_gym
     from ors_gym.scripted import ScriptedLLM
-    from ors_gym.tool_formats import as_action
+    from ors_gym.formats import as_action
     from ors_gym.wrappers.recording import RecordTrajectories
 
     env = RecordTrajectories(gym.make("ors/GridWorld-v0"), sys.argv[1])

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from openreward.environments import Environment, ToolOutput, terminal, tool  # conftest quiets it
 from pydantic import BaseModel, Field, confloat, conint, constr
 
-from ors_gym._schema import SchemaError, compile_sampler, finite_choices, sample_from_schema
 from ors_gym.actions import parse_action
 from ors_gym.protocol import TerminalToolSpec, ToolSpec
+from ors_gym.schema import SchemaError, compile_sampler, finite_choices, sample_from_schema
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
 
 SEEDS = range(300)
@@ -234,6 +234,16 @@ def test_draft4_boolean_exclusive_bounds() -> None:
     assert values == {1, 2}
     for value in values:
         validator.validate(value)
+
+
+def test_draft4_exclusive_bound_rules_out_a_default_on_the_bound() -> None:
+    """A default equal to a draft-4 exclusive minimum is invalid, so it is never sampled."""
+    schema = {"type": "number", "minimum": 0, "exclusiveMinimum": True, "maximum": 1, "default": 0}
+    sampler = compile_sampler(schema)
+    values = [sampler(np.random.default_rng(s)) for s in SEEDS]
+    assert all(0 < v <= 1 for v in values)
+    on_bound = {**schema, "default": 1}  # the inclusive maximum: valid, so sometimes drawn
+    assert 1 in [compile_sampler(on_bound)(np.random.default_rng(s)) for s in SEEDS]
 
 
 def test_default_is_used_sometimes_and_only_when_valid() -> None:

@@ -10,21 +10,10 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from ors_gym._schema import sample_from_schema
 from ors_gym.actions import parse_action
 from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsActionError
-from ors_gym.protocol import (
-    ImageBlock,
-    ListToolsOutput,
-    Message,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSpec,
-)
-from ors_gym.scripted import FORMATS, ScriptedLLM
-from ors_gym.tool_formats import (
+from ors_gym.formats import (
     NOT_RUN_ENDED,
     NOT_RUN_LIMIT,
     TOOL_FORMATS,
@@ -36,6 +25,17 @@ from ors_gym.tool_formats import (
     to_ors_messages,
     tools_as,
 )
+from ors_gym.protocol import (
+    ImageBlock,
+    ListToolsOutput,
+    Message,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSpec,
+)
+from ors_gym.schema import sample_from_schema
+from ors_gym.scripted import FORMATS, ScriptedLLM
 from ors_gym.wrappers.conversation import Conversation
 
 EMPTY = {"type": "object", "properties": {}}
@@ -109,6 +109,16 @@ def test_tools_as_copies_and_rejects_unknown_formats() -> None:
 # ------------------------------------------------------------ model outputs
 
 
+#: An OpenAI Responses output: a message and two function calls (shared by two shapes below).
+_RESPONSES_OUTPUT = [
+    {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+     "content": [{"type": "output_text", "text": "Moving.", "annotations": []}]},
+    {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "move",
+     "arguments": '{"direction": "up"}', "status": "completed"},
+    {"type": "function_call", "id": "fc_2", "call_id": "call_b", "name": "move",
+     "arguments": '{"direction": "left"}', "status": "completed"},
+]
+
 CLIENT_OUTPUTS: dict[str, Any] = {
     "openai_message": {
         "role": "assistant",
@@ -151,23 +161,11 @@ CLIENT_OUTPUTS: dict[str, Any] = {
     "responses_items": [
         {"type": "reasoning", "id": "rs_1", "summary": [
             {"type": "summary_text", "text": "Up first."}]},
-        {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-         "content": [{"type": "output_text", "text": "Moving.", "annotations": []}]},
-        {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "move",
-         "arguments": '{"direction": "up"}', "status": "completed"},
-        {"type": "function_call", "id": "fc_2", "call_id": "call_b", "name": "move",
-         "arguments": '{"direction": "left"}', "status": "completed"},
+        *_RESPONSES_OUTPUT,
     ],
     "responses_response": {
         "id": "resp_1", "object": "response", "status": "completed",
-        "output": [
-            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": "Moving.", "annotations": []}]},
-            {"type": "function_call", "id": "fc_1", "call_id": "call_a", "name": "move",
-             "arguments": '{"direction": "up"}', "status": "completed"},
-            {"type": "function_call", "id": "fc_2", "call_id": "call_b", "name": "move",
-             "arguments": '{"direction": "left"}', "status": "completed"},
-        ],
+        "output": _RESPONSES_OUTPUT,
     },
     "ors_message": {"role": "assistant", "blocks": [
         {"type": "text", "text": "Moving."},

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from ors_gym.train import add_parser, format_table, train
+from ors_gym.cli.train import add_parser
+from ors_gym.train import format_table, train
 
 ROWS = ("random", "before", "trained")
 
@@ -27,9 +28,20 @@ def _check_outputs(results: dict[str, Any]) -> None:
         assert 1.0 <= figures["mean_length"] <= results["max_episode_steps"]
     assert Path(results["model_path"]).stat().st_size > 0
     assert Path(results["curve_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    saved = json.loads(Path(results["results_path"]).read_text())
+    text = Path(results["results_path"]).read_text()
+    saved = json.loads(text)
     assert saved["trained"] == results["trained"]
-    assert len(saved["learning_curve"]) == results["training_episodes"]
+    assert (saved["train_split"], saved["eval_split"]) == ("train", "test")
+    curve = saved["learning_curve"]
+    assert list(curve) == ["timestep", "return", "length"]
+    assert all(len(column) == results["training_episodes"] for column in curve.values())
+    assert curve["timestep"] == sorted(curve["timestep"])
+    assert all(1 <= n <= results["max_episode_steps"] for n in curve["length"])
+    assert set(saved["notes"]) == {"learning_curve", "random/before/trained"}
+    # Small and readable: a few dozen lines whatever the number of episodes.
+    assert len(text.splitlines()) < 80, len(text.splitlines())
+    (line,) = [ln for ln in text.splitlines() if ln.strip().startswith('"return"')]
+    assert json.loads("{" + line.rstrip(",") + "}")["return"] == curve["return"]
 
 
 @pytest.mark.slow
@@ -47,10 +59,9 @@ def test_ppo_learns_gridworld_far_above_random(tmp_path: Path) -> None:
     assert trained["success_rate"] >= random["success_rate"] + 0.4, format_table(results)
     assert trained["mean_return"] > random["mean_return"] + 0.3, format_table(results)
     assert trained["mean_length"] < random["mean_length"], format_table(results)
-    curve = json.loads(Path(results["results_path"]).read_text())["learning_curve"]
-    first, last = curve[: len(curve) // 10], curve[-len(curve) // 10 :]
-    mean = lambda part: sum(r for _, r, _ in part) / len(part)  # noqa: E731
-    assert mean(last) > mean(first) + 0.3  # the training returns rose
+    returns = json.loads(Path(results["results_path"]).read_text())["learning_curve"]["return"]
+    first, last = returns[: len(returns) // 10], returns[-len(returns) // 10 :]
+    assert sum(last) / len(last) > sum(first) / len(first) + 0.3  # the training returns rose
 
 
 @pytest.mark.parametrize(

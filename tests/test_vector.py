@@ -522,8 +522,8 @@ def test_async_vector_env_shared_memory_as_far_as_spaces_allow(srv: ServerThread
 
 def test_env_fns_pickle_with_their_spec(srv: ServerThread) -> None:
     ids = ors_gym.register_server(srv.url)
-    fn = make_env_fns("ors/probe-v0", 1)[0]
-    assert "ors/probe-v0" in ids and isinstance(fn, EnvFn)
+    fn = make_env_fns("ors-remote/probe-v0", 1)[0]
+    assert "ors-remote/probe-v0" in ids and isinstance(fn, EnvFn)
     copy = pickle.loads(pickle.dumps(fn))
     assert copy.spec == fn.spec  # a worker needs no registry: the spec travels
     env = copy()

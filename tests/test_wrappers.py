@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import itertools
 import os
@@ -138,15 +139,15 @@ def _check_env_strict(env: Any) -> None:
 
 
 def _dial_calls() -> list[dict[str, Any]]:
-    """The documented enumeration order of ``dial``: schema order, first parameter slowest."""
-    omit = object()
+    """The documented enumeration order of ``dial``: schema order, first parameter slowest.
+
+    ``tag`` defaults to None, one of its values, so it has no separate "omitted" call.
+    """
     calls = []
     for mode, loud, level, tag in itertools.product(
-        ["low", "mid", "high"], [False, True], range(4), ["x", "y", None, omit]
+        ["low", "mid", "high"], [False, True], range(4), ["x", "y", None]
     ):
-        args: dict[str, Any] = {"mode": mode, "loud": loud, "level": level}
-        if tag is not omit:
-            args["tag"] = tag
+        args: dict[str, Any] = {"mode": mode, "loud": loud, "level": level, "tag": tag}
         calls.append({"name": "dial", "arguments": args})
     return calls
 
@@ -172,9 +173,10 @@ def test_enum_bool_int_and_optional_params_enumerate_in_order(ors_env: Any) -> N
     env = DiscreteToolActions(ors_env("Dials"), tools=["dial"])
     expected = _dial_calls()
     assert env.calls == expected
-    assert env.action_space == spaces.Discrete(3 * 2 * 4 * 4)
+    assert env.action_space == spaces.Discrete(3 * 2 * 4 * 3)
     assert env.action_meanings()[0] == 'dial(mode="low", loud=false, level=0, tag="x")'
-    assert env.action_meanings()[3] == 'dial(mode="low", loud=false, level=0)'
+    assert env.action_meanings()[2] == 'dial(mode="low", loud=false, level=0, tag=null)'
+    assert env.action_meanings()[3] == 'dial(mode="low", loud=false, level=1, tag="x")'
 
     env.reset()
     for index, call in enumerate(expected):  # the server accepts every call, as sent
@@ -182,6 +184,87 @@ def test_enum_bool_int_and_optional_params_enumerate_in_order(ors_env: Any) -> N
         record = info["calls"][0]
         assert record["ok"], record["error"]
         assert record["metadata"]["sent"] == call["arguments"]
+
+
+class Button(enum.StrEnum):
+    A = "a"
+    B = "b"
+    C = "c"
+
+
+class PressInput(BaseModel):
+    button: Button
+    hard: bool = False
+
+
+class Buttons(Dials):
+    """Dials plus ``press(button, hard=False)``, which reports the ``hard`` it ran with."""
+
+    async def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text="Press a button.")]
+
+    @tool
+    async def press(self, params: PressInput) -> ToolOutput:
+        """Press a button, hard or not."""
+        return ToolOutput(
+            blocks=[TextBlock(text="pressed")],
+            metadata={"button": params.button.value, "hard": params.hard},
+            reward=0.0,
+            finished=False,
+        )
+
+
+def test_optional_parameter_with_a_default_has_no_separate_omitted_action() -> None:
+    env = OrsEnv(env_class=Buttons)
+    try:
+        wrapped = DiscreteToolActions(env, tools=["press"])
+        # Enum(3) x bool: "hard omitted" would run the same call as hard=False.
+        assert wrapped.action_space == spaces.Discrete(6)
+        assert [c["arguments"] for c in wrapped.calls] == [
+            {"button": b, "hard": h} for b in ("a", "b", "c") for h in (False, True)
+        ]
+        wrapped.reset()
+        ran = []
+        for index in range(6):
+            _, _, _, _, info = wrapped.step(index)
+            ran.append(info["calls"][0]["metadata"])
+        assert ran == [{"button": b, "hard": h} for b in ("a", "b", "c") for h in (False, True)]
+    finally:
+        env.close()
+
+
+def _press(hard: dict[str, Any]) -> Any:
+    from ors_gym.protocol import ToolSpec
+
+    schema = {
+        "type": "object",
+        "properties": {"button": {"enum": ["a", "b", "c"]}, "hard": hard},
+        "required": ["button"],
+    }
+    return ToolSpec(name="press", description="", input_schema=schema)
+
+
+@pytest.mark.parametrize(
+    "hard",
+    [
+        {"type": "boolean"},  # no default: the server decides, so omitting differs
+        {"type": "boolean", "default": 1},  # a default that is not one of the values
+    ],
+)
+def test_optional_parameter_without_a_listed_default_keeps_omitted(hard: dict[str, Any]) -> None:
+    calls = enumerate_tool_calls([_press(hard)])
+    assert len(calls) == 9
+    assert [c["arguments"] for c in calls[:3]] == [
+        {"button": "a", "hard": False},
+        {"button": "a", "hard": True},
+        {"button": "a"},
+    ]
+    with_default = enumerate_tool_calls([_press({"type": "boolean", "default": True})])
+    assert [c["arguments"] for c in with_default[:2]] == [
+        {"button": "a", "hard": False},
+        {"button": "a", "hard": True},
+    ]
+    assert len(with_default) == 6
 
 
 def test_infinite_tool_is_an_error_naming_tool_and_parameter(ors_env: Any) -> None:
@@ -247,11 +330,11 @@ def test_too_many_calls_is_an_error() -> None:
     from ors_gym.protocol import ToolSpec
 
     spec = ToolSpec(name="dial", input_schema=DialInput.model_json_schema())
-    with pytest.raises(ValueError, match="combine into 96 calls, more than max_actions=50"):
+    with pytest.raises(ValueError, match="combine into 72 calls, more than max_actions=50"):
         enumerate_tool_calls([spec], max_actions=50)
     with pytest.raises(ValueError, match="required parameter 'level' has no finite set"):
         enumerate_tool_calls([spec], max_int_range=3)  # level has 4 values
-    assert len(enumerate_tool_calls([spec], max_int_range=4)) == 96
+    assert len(enumerate_tool_calls([spec], max_int_range=4)) == 72
     no_input = ToolSpec(name="ping", input_schema=None)
     assert enumerate_tool_calls([no_input]) == [{"name": "ping", "arguments": {}}]
 
@@ -275,13 +358,34 @@ def test_gridworld_image_passes_sb3_check_env(ors_env: Any, channel_order: str) 
 
 
 def test_image_shows_the_agent_where_the_metadata_says(ors_env: Any) -> None:
-    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(40, 40))
-    obs, _ = env.reset(options={"task_spec": GRID})  # 5x5 at 8 px: native size, no resampling
-    assert _agent_cell(obs, 8) == [0, 0]
+    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(160, 160))
+    obs, _ = env.reset(options={"task_spec": GRID})  # 5x5 at 32 px: native size, no resampling
+    assert _agent_cell(obs, 32) == [0, 0]
     for action in (1, 1, 3):  # down, down, right
         obs, _, _, _, info = env.step(action)
-        assert _agent_cell(obs, 8) == info["calls"][0]["metadata"]["agent"]
-    assert _agent_cell(obs, 8) == [2, 1]
+        assert _agent_cell(obs, 32) == info["calls"][0]["metadata"]["agent"]
+    assert _agent_cell(obs, 32) == [2, 1]
+
+
+def test_default_frames_are_large_and_train_size_frames_are_exact(ors_env: Any) -> None:
+    """Frames are 160 px by default; nearest resizing to 40 px (what training uses) gives
+    the grid at 8 px per cell exactly, as GridWorld draws it with ``cell_px=8``."""
+    native = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(160, 160))
+    small = ImageObservation(
+        DiscreteToolActions(ors_env("GridWorld")), size=(40, 40), resample="nearest"
+    )
+    drawn_small = ImageObservation(DiscreteToolActions(ors_env("GridWorld")), size=(40, 40))
+    big, _ = native.reset(options={"task_spec": GRID})
+    assert big.shape == (160, 160, 3)
+    raw, _ = native.unwrapped.reset(options={"task_spec": GRID})
+    assert raw["images"][0].shape == (160, 160, 3)  # the frame itself, not a resize
+    resized, _ = small.reset(options={"task_spec": GRID})
+    exact, _ = drawn_small.reset(options={"task_spec": {**GRID, "cell_px": 8}})
+    assert np.array_equal(resized, exact)
+    for action in (1, 3, 3):
+        resized, *_ = small.step(action)
+        exact, *_ = drawn_small.step(action)
+        assert np.array_equal(resized, exact)
 
 
 def test_image_is_resized_and_channels_first(ors_env: Any) -> None:
@@ -295,7 +399,7 @@ def test_image_is_resized_and_channels_first(ors_env: Any) -> None:
     assert obs.shape == (3, 20, 30) and obs.dtype == np.uint8
     hwc = obs.transpose(1, 2, 0)
     rows, cols = np.nonzero(np.all(hwc == AGENT_RGB, axis=-1))
-    assert rows.max() < 4 and cols.max() < 6  # the agent's cell, top-left, scaled by 20/40, 30/40
+    assert rows.max() < 4 and cols.max() < 6  # the agent's cell, top-left, scaled by 20/160, 30/160
 
 
 def test_step_without_image_repeats_the_last_one(ors_env: Any) -> None:
@@ -303,12 +407,12 @@ def test_step_without_image_repeats_the_last_one(ors_env: Any) -> None:
         {"name": "move", "arguments": {"direction": "down"}},
         {"name": "move", "arguments": {"direction": "north"}},  # invalid: an error, no image
     ]
-    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld"), calls=calls), size=(40, 40))
+    env = ImageObservation(DiscreteToolActions(ors_env("GridWorld"), calls=calls), size=(160, 160))
     env.reset(options={"task_spec": GRID})
     moved, *_ = env.step(0)
     repeated, _, _, _, info = env.step(1)
     assert info["calls"][0]["ok"] is False
-    assert np.array_equal(repeated, moved) and _agent_cell(repeated, 8) == [1, 0]
+    assert np.array_equal(repeated, moved) and _agent_cell(repeated, 32) == [1, 0]
 
 
 def test_text_only_env_gives_zeros(ors_env: Any) -> None:

@@ -3,7 +3,9 @@
 Task spec: ``size`` (default 5), ``start`` and ``goal`` as ``[row, col]`` (row 0
 at the top), optional ``walls`` (list of ``[row, col]``), ``max_steps`` (a
 truncation hint for wrappers; the environment itself does not enforce it) and
-``cell_px`` (pixels per cell, default 8, so a 5x5 grid renders 40x40 RGB).
+``cell_px`` (pixels per cell: the frame's scale; by default the smallest that
+makes the frame at least 160 px wide, so a 5x5 grid renders 160x160 RGB at 32 px
+per cell, large enough to see; frames are at most 2048 px wide).
 
 Rewards: 1.0 when ``move`` reaches the goal (``finished=True``); every other
 move costs -0.01 (a step penalty, so shorter paths score higher), including a
@@ -18,6 +20,7 @@ Images are cached per (grid, agent position): a step costs a dict lookup.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from functools import lru_cache
@@ -37,12 +40,13 @@ from pydantic import BaseModel, Field
 
 from ors_gym.envs._common import check_split, png_b64, seeded_rng
 
-__all__ = ["GOAL_REWARD", "STEP_PENALTY", "GridWorld"]
+__all__ = ["GOAL_REWARD", "STEP_PENALTY", "GridWorld", "default_cell_px"]
 
 GOAL_REWARD = 1.0
 STEP_PENALTY = -0.01
 _DEFAULT_SIZE = 5
-_DEFAULT_CELL_PX = 8
+_MIN_FRAME_PX = 160  # the default cell_px makes frames at least this wide
+_MAX_FRAME_PX = 2048
 _SIZES = {"train": 64, "test": 16}
 
 _FLOOR = (40, 40, 40)
@@ -102,8 +106,13 @@ def _make_task(split: str, index: int, size: int = _DEFAULT_SIZE) -> dict[str, A
         "goal": list(goal),
         "walls": sorted([list(w) for w in walls]),
         "max_steps": 10 * size,
-        "cell_px": _DEFAULT_CELL_PX,
+        "cell_px": default_cell_px(size),
     }
+
+
+def default_cell_px(size: int) -> int:
+    """Pixels per cell for a ``size`` x ``size`` grid: the frame is at least 160 px wide."""
+    return max(1, math.ceil(_MIN_FRAME_PX / size))
 
 
 @lru_cache(maxsize=256)
@@ -151,12 +160,14 @@ class GridWorld(Environment):
         task_spec = task_spec or {}
         super().__init__(task_spec, secrets or {})
         size = task_spec.get("size", _DEFAULT_SIZE)
-        cell_px = task_spec.get("cell_px", _DEFAULT_CELL_PX)
         if not isinstance(size, int) or not 2 <= size <= 64:
             raise ValueError(f"GridWorld 'size' must be an integer from 2 to 64, got {size!r}")
-        if not isinstance(cell_px, int) or not 1 <= cell_px <= 64:
+        cell_px = task_spec.get("cell_px", default_cell_px(size))
+        largest = _MAX_FRAME_PX // size
+        if not isinstance(cell_px, int) or not 1 <= cell_px <= largest:
             raise ValueError(
-                f"GridWorld 'cell_px' must be an integer from 1 to 64, got {cell_px!r}"
+                f"GridWorld 'cell_px' must be an integer from 1 to {largest} for a {size}x{size} "
+                f"grid (frames up to {_MAX_FRAME_PX} px), got {cell_px!r}"
             )
         self.size, self.cell_px = size, cell_px
         self.start = _cell(task_spec.get("start", [0, 0]), "start", size)

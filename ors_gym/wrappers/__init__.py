@@ -15,7 +15,7 @@ Typical use::
 
 from __future__ import annotations
 
-from ors_gym.wrappers.actions import DiscreteToolActions, enumerate_tool_calls
+from ors_gym.wrappers.actions import DiscreteToolActions, NotEnumerableError, enumerate_tool_calls
 from ors_gym.wrappers.conversation import Conversation, ConversationSpace
 from ors_gym.wrappers.observations import (
     ImageObservation,
@@ -33,6 +33,7 @@ __all__ = [
     "ImageObservation",
     "MetadataVector",
     "MissingValueError",
+    "NotEnumerableError",
     "RecordTrajectories",
     "TextVector",
     "enumerate_tool_calls",

@@ -20,33 +20,48 @@ import numpy as np
 from gymnasium import spaces
 
 from ors_gym.protocol import ToolSpec
+from ors_gym.schema import finite_choices, json_equal
 
-__all__ = ["DEFAULT_MAX_ACTIONS", "DiscreteToolActions", "enumerate_tool_calls"]
+__all__ = [
+    "DEFAULT_MAX_ACTIONS",
+    "DiscreteToolActions",
+    "NotEnumerableError",
+    "enumerate_tool_calls",
+]
 
 logger = logging.getLogger("ors_gym")
 
 #: Above this many enumerated calls, construction fails (pass ``calls=`` or ``max_actions=``).
 DEFAULT_MAX_ACTIONS = 4096
 
-_OMIT = object()  # an optional parameter left out of the call (the tool's default applies)
+class NotEnumerableError(ValueError):
+    """The tools' calls cannot be listed; ``reason`` says why in one clause (no advice)."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+_OMIT = object()  # an optional parameter with no default in its schema, left out of the call
 
 
 def _tool_calls(
     spec: ToolSpec, *, max_int_range: int, max_actions: int
-) -> tuple[list[dict[str, Any]] | None, str | None]:
-    """Every call of ``spec``, or ``(None, why)`` when it has infinitely many.
+) -> tuple[list[dict[str, Any]] | None, str, str]:
+    """``(calls, "", "")``: every call of ``spec``; or ``(None, why, detail)`` when it
+    has too many (``detail``: the offending parameter's schema, or "").
 
-    A required parameter contributes its finite values; an optional one also
-    contributes "omitted", and an optional one with infinitely many values is
-    always omitted. A required parameter with infinitely many values makes the
-    tool non-enumerable.
+    A required parameter contributes its finite values. An optional one
+    contributes its values too, plus "omitted" unless its schema gives a
+    ``default`` among those values (then omitting it is the same call as
+    sending the default, and listing both would weigh that call twice). An
+    optional parameter with infinitely many values is always omitted; a
+    required one makes the tool non-enumerable.
     """
-    from ors_gym._schema import finite_choices
-
     schema = spec.input_schema or {}
     properties = schema.get("properties") or {}
     if not isinstance(properties, Mapping):
-        return None, f"its input schema's 'properties' is not an object ({properties!r})"
+        return None, "its input schema's 'properties' is not an object", repr(properties)[:200]
     required = set(schema.get("required") or [])
     names: list[str] = []
     options: list[list[Any]] = []
@@ -54,25 +69,23 @@ def _tool_calls(
         choices = finite_choices(param_schema, schema, max_int_range=max_int_range)
         if name in required:
             if choices is None:
-                return None, (
-                    f"required parameter {name!r} has no finite set of values "
-                    f"(schema {json.dumps(param_schema, sort_keys=True)[:200]})"
-                )
+                why = f"required parameter {name!r} has no finite set of values"
+                return None, why, f"schema {json.dumps(param_schema, sort_keys=True)[:200]}"
             if not choices:
-                return None, f"required parameter {name!r} admits no value"
+                return None, f"required parameter {name!r} admits no value", ""
             options.append(list(choices))
         elif choices is None:
             logger.debug("tool %r: optional parameter %r is infinite: omitted", spec.name, name)
             continue
+        elif _default_listed(param_schema, choices):
+            options.append(list(choices))
         else:
             options.append([*choices, _OMIT])
         names.append(name)
     count = int(np.prod([len(o) for o in options], dtype=np.int64)) if options else 1
     if count > max_actions:
-        return None, (
-            f"its finite parameters combine into {count} calls, more than max_actions="
-            f"{max_actions}"
-        )
+        why = f"its finite parameters combine into {count} calls, more than max_actions="
+        return None, f"{why}{max_actions}", ""
     calls = [
         {
             "name": spec.name,
@@ -80,7 +93,14 @@ def _tool_calls(
         }
         for combo in itertools.product(*options)
     ]
-    return calls, None
+    return calls, "", ""
+
+
+def _default_listed(param_schema: Any, choices: Sequence[Any]) -> bool:
+    """True when the parameter's schema has a ``default`` that is one of ``choices``."""
+    if not isinstance(param_schema, Mapping) or "default" not in param_schema:
+        return False
+    return any(json_equal(param_schema["default"], c) for c in choices)
 
 
 def enumerate_tool_calls(
@@ -94,36 +114,44 @@ def enumerate_tool_calls(
 
     Within a tool, calls are the Cartesian product of its parameters' values in
     schema order, the first parameter varying slowest; an optional parameter's
-    "omitted" comes after its values. A tool with a required parameter of
-    infinitely many values raises ``ValueError`` naming tool and parameter, or
-    is skipped (with a warning) when ``skip_infinite`` is true.
+    "omitted" (listed only when its schema gives no default among its values)
+    comes after its values. A tool with a required parameter of
+    infinitely many values raises :class:`NotEnumerableError` (a ``ValueError``)
+    naming tool and parameter, or is skipped (with a warning) when
+    ``skip_infinite`` is true.
     """
     calls: list[dict[str, Any]] = []
     skipped: list[str] = []
     for spec in tools:
-        tool_calls, why = _tool_calls(spec, max_int_range=max_int_range, max_actions=max_actions)
+        tool_calls, why, detail = _tool_calls(
+            spec, max_int_range=max_int_range, max_actions=max_actions
+        )
         if tool_calls is None:
             if not skip_infinite:
-                raise ValueError(
-                    f"cannot enumerate the calls of tool {spec.name!r}: {why}. Give the calls "
-                    "yourself with DiscreteToolActions(env, calls=[{'name': ..., 'arguments': "
-                    "{...}}, ...]), choose enumerable tools with tools=[...], or pass "
-                    "skip_infinite=True to leave such tools out"
+                raise NotEnumerableError(
+                    f"cannot enumerate the calls of tool {spec.name!r}: {why}"
+                    f"{f' ({detail})' if detail else ''}. Give the calls yourself with "
+                    "DiscreteToolActions(env, calls=[{'name': ..., 'arguments': {...}}, ...]), "
+                    "choose enumerable tools with tools=[...], or pass skip_infinite=True to "
+                    "leave such tools out",
+                    reason=f"tool {spec.name!r}: {why}",
                 )
             logger.warning("DiscreteToolActions: skipping tool %r: %s", spec.name, why)
             skipped.append(spec.name)
             continue
         calls.extend(tool_calls)
         if len(calls) > max_actions:
-            raise ValueError(
+            raise NotEnumerableError(
                 f"the tools' calls number more than max_actions={max_actions}; raise max_actions, "
-                "choose fewer tools with tools=[...], or give the calls yourself with calls=[...]"
+                "choose fewer tools with tools=[...], or give the calls yourself with calls=[...]",
+                reason=f"its tools' calls number more than {max_actions}",
             )
     if not calls:
         listed = [t.name for t in tools]
-        raise ValueError(
+        raise NotEnumerableError(
             f"no tool call could be enumerated (tools {listed}, skipped {skipped}); "
-            "give the calls yourself with calls=[{'name': ..., 'arguments': {...}}, ...]"
+            "give the calls yourself with calls=[{'name': ..., 'arguments': {...}}, ...]",
+            reason=f"no tool call could be enumerated (listed tools: {listed or 'none'})",
         )
     return calls
 
@@ -182,8 +210,9 @@ class DiscreteToolActions(gym.ActionWrapper[Any, np.int64, Any]):
     restricts the enumeration to the named tools, in that order. Per tool, each
     parameter contributes its finite values (``enum``/``const``/``Literal``,
     booleans, integer ranges of at most ``max_int_range`` values, ``anyOf``
-    with ``null``), and an optional parameter also contributes "omitted";
-    optional parameters with infinitely many values are always omitted. A tool
+    with ``null``), and an optional parameter without a listed ``default``
+    also contributes "omitted" (with one, omitting it would repeat the default's
+    call); optional parameters with infinitely many values are always omitted. A tool
     with a required infinite parameter raises ``ValueError`` naming it, unless
     ``skip_infinite=True`` (then it is left out with a warning). The terminal
     tool is not enumerated: add it through ``calls=`` if the agent should call it.

@@ -12,9 +12,9 @@ transcript and returns it as the observation, ready to send to a chat API::
     messages, reward, terminated, truncated, info = env.step(reply)
 
 Actions are whatever the model client returned (see
-:func:`ors_gym.tool_formats.as_action`) or any action ``OrsEnv`` takes. The
+:func:`ors_gym.formats.as_action`) or any action ``OrsEnv`` takes. The
 prompt is the reset's ``info["blocks"]`` (no extra request); each step adds the
-assistant turn and the environment's reply (:func:`~ors_gym.tool_formats.step_exchange`).
+assistant turn and the environment's reply (:func:`~ors_gym.formats.step_exchange`).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.protocol import Message, TextBlock
-from ors_gym.tool_formats import (
+from ors_gym.formats import (
     MESSAGE_FORMATS,
     StepExchange,
     as_block,
@@ -36,6 +35,7 @@ from ors_gym.tool_formats import (
     step_exchange,
     tools_as,
 )
+from ors_gym.protocol import Message, TextBlock
 
 __all__ = ["Conversation", "ConversationSpace"]
 
@@ -105,7 +105,7 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
     (Messages API dicts; the system prompt is not a message there, pass
     ``conversation.system`` separately) or ``"ors"`` (ORS ``Message`` objects).
     ``system`` is an optional system prompt put first. ``info["exchange"]``
-    holds each step's :class:`~ors_gym.tool_formats.StepExchange` and
+    holds each step's :class:`~ors_gym.formats.StepExchange` and
     ``info["observation"]`` the wrapped env's own observation.
     """
 
@@ -134,7 +134,7 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
         return list(self._ors)
 
     def api_tools(self, fmt: str | None = None) -> list[dict[str, Any]]:
-        """The session's tools for the model (see :func:`~ors_gym.tool_formats.tools_as`);
+        """The session's tools for the model (see :func:`~ors_gym.formats.tools_as`);
         by default in this conversation's format (JSON Schema for ``"ors"``)."""
         return tools_as(self.env.unwrapped.tools, fmt or _TOOL_FORMAT[self.format])  # type: ignore[attr-defined]
 

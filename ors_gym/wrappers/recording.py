@@ -30,24 +30,15 @@ import time
 import warnings
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any, Literal, SupportsFloat
 
 import gymnasium as gym
-import numpy as np
 
+from ors_gym._json import plain
 from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsActionError, redact_url
-from ors_gym.protocol import (
-    Block,
-    ImageBlock,
-    Message,
-    MessageBlock,
-    ReasoningBlock,
-    TextBlock,
-)
-from ors_gym.tool_formats import (
+from ors_gym.formats import (
     AssistantTurn,
     StepExchange,
     ToolResult,
@@ -56,6 +47,14 @@ from ors_gym.tool_formats import (
     call_id,
     exchange_messages,
     step_exchange,
+)
+from ors_gym.protocol import (
+    Block,
+    ImageBlock,
+    Message,
+    MessageBlock,
+    ReasoningBlock,
+    TextBlock,
 )
 
 __all__ = [
@@ -117,14 +116,14 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
             "env_id": getattr(getattr(ors, "spec", None), "id", None),
             "env_name": info.get("env_name"),
             "server": redact_url(getattr(ors, "location", None)),
-            "task_spec": _jsonable(info.get("task_spec")),
+            "task_spec": plain(info.get("task_spec")),
             "split": info.get("split"),
             "index": info.get("index"),
             "seed": seed,
             "prompt": "\n".join(b.text for b in prompt if isinstance(b, TextBlock)),
             "prompt_content": [self._content(b) for b in prompt],
-            "tools": _jsonable(info.get("tools")),
-            "terminal_tool": _jsonable(info.get("terminal_tool")),
+            "tools": plain(info.get("tools")),
+            "terminal_tool": plain(info.get("terminal_tool")),
             "started_at": time.time(),
             "steps": [],
         }
@@ -184,11 +183,11 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
     def _step_record(self, action: Any, exchange: StepExchange) -> dict[str, Any]:
         turn = exchange.turn
         return {
-            "action": _jsonable(action),
+            "action": plain(action),
             "message": turn.text,
             "reasoning": [r.text for r in turn.reasoning],
             "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": _jsonable(c.arguments)}
+                {"id": c.id, "name": c.name, "arguments": plain(c.arguments)}
                 for c in turn.tool_calls
             ],
             "parse_errors": list(turn.errors),
@@ -196,13 +195,13 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
                 {
                     "tool_call_id": r.tool_call_id,
                     "name": r.name,
-                    "input": _jsonable(r.input),
+                    "input": plain(r.input),
                     "ok": r.ok,
                     "reward": r.reward,
                     "finished": r.finished,
                     "error": r.error,
                     "error_reason": r.error_reason,
-                    "metadata": _jsonable(r.metadata),
+                    "metadata": plain(r.metadata),
                     "seconds": r.seconds,
                     "content": [self._content(b) for b in r.blocks],
                 }
@@ -228,7 +227,7 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
             ended_by=ended_by,
             ended_at=time.time(),
         )
-        line = (json.dumps(episode, ensure_ascii=False, default=_json_default) + "\n").encode()
+        line = (json.dumps(episode, ensure_ascii=False, default=plain) + "\n").encode()
         view = memoryview(line)
         while view:
             written = os.write(self._fd, view)
@@ -286,30 +285,6 @@ def _image_shape(data: str) -> list[int] | None:
     except (binascii.Error, ValueError, OSError, Image.DecompressionBombError):
         return None
     return [int(height), int(width), 3]
-
-
-def _jsonable(value: Any) -> Any:
-    """A JSON-safe copy: numpy values as numbers/lists, models and dataclasses as dicts."""
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return _jsonable(dump(mode="json"))
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    return repr(value)
-
-
-def _json_default(value: Any) -> Any:
-    return _jsonable(value) if not isinstance(value, str) else value
 
 
 # ------------------------------------------------------------------------- reading

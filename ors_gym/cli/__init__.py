@@ -1,0 +1,64 @@
+"""The ``ors-gym`` command line: ``serve``, ``list`` and ``train``.
+
+Each subcommand lives in its own module (``serve.py``, ``list.py``,
+``train.py``) with an ``add_parser(subparsers)`` that builds its parser and
+sets ``handler`` to a ``(args) -> exit code`` function; adding a subcommand
+means writing one such module and appending its ``add_parser`` to
+``SUBCOMMANDS``. A handler signals a usage mistake by raising
+:class:`UsageError` (exit code 2, one line on stderr). The libraries the
+subcommands drive (:mod:`ors_gym.serving`, :mod:`ors_gym.train`) never import
+this package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from ors_gym import __version__
+from ors_gym.cli import list as list_command
+from ors_gym.cli import serve, train
+from ors_gym.cli.args import EXIT_FAILURE, EXIT_USAGE, Handler, Subparsers, UsageError
+from ors_gym.cli.serve import resolve_env_specs
+from ors_gym.errors import OrsDependencyError
+
+__all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "main", "resolve_env_specs"]
+
+#: One function per subcommand; each adds its parser to the ``subparsers`` it is given.
+SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
+    serve.add_parser,
+    list_command.add_parser,
+    train.add_parser,
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``ors-gym`` parser with every subcommand in ``SUBCOMMANDS``."""
+    parser = argparse.ArgumentParser(
+        prog="ors-gym",
+        description="Open Reward Standard environments as Gymnasium environments.",
+    )
+    parser.add_argument("--version", action="version", version=f"ors-gym {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``ors-gym`` with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or an argparse usage error
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except UsageError as exc:
+        print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OrsDependencyError as exc:
+        print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_FAILURE

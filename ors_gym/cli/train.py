@@ -1,0 +1,138 @@
+"""``ors-gym train``: the command line of :mod:`ors_gym.train` (the main job).
+
+Parses the options, runs :func:`ors_gym.train.train`, prints the summary. An
+environment it cannot train (no finite action set, or no such observation)
+is a usage error: one line naming the ids it can train and with which
+``--obs``, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import gymnasium as gym
+
+from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
+from ors_gym.train import (
+    ALGOS,
+    DEFAULT_MAX_EPISODE_STEPS,
+    DEFAULT_STEPS,
+    OBSERVATIONS,
+    NotTrainableError,
+    format_table,
+    train,
+    trainable_observations,
+)
+
+__all__ = ["add_parser"]
+
+_DEFAULT_ENV_ID = "ors/GridWorld-v0"
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Add ``train`` to ``subparsers``; ``--help`` shows every default."""
+    parser = subparsers.add_parser(
+        "train",
+        help="train a Stable-Baselines3 agent on an ORS environment (default: GridWorld, PPO)",
+        description=(
+            "Train a Stable-Baselines3 agent on an ORS environment and compare it with a "
+            "random policy on held-out tasks. By default the bundled GridWorld runs in this "
+            "process; --base-url trains against a running ORS server instead. Writes "
+            "model.zip, learning_curve.png and results.json under --out-dir."
+        ),
+    )
+    positive = int_type("value", 1)
+    parser.add_argument(
+        "--env-id", default=_DEFAULT_ENV_ID, help="gym id (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--algo", default="PPO", choices=ALGOS, type=str.upper,
+        help="algorithm (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--steps", type=positive, default=DEFAULT_STEPS,
+        help="training timesteps (default: %(default)s)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    parser.add_argument(
+        "--base-url", default=None, help="ORS server URL (default: the environment in-process)"
+    )
+    parser.add_argument(
+        "--obs", default="vector", choices=OBSERVATIONS,
+        help="observation: vector (GridWorld's agent/goal positions), image, or text "
+        "(any environment) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--n-envs", type=positive, default=4, help="parallel envs (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--out-dir", default="runs/train", help="output directory (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--eval-episodes", type=positive, default=50,
+        help="episodes per evaluation (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-episode-steps", type=positive, default=DEFAULT_MAX_EPISODE_STEPS,
+        help="episode step limit (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--no-progress-bar", action="store_true", help="hide the training progress bar"
+    )
+    parser.set_defaults(handler=_run)
+
+
+def _trainable_ids() -> str:
+    """``ors/GridWorld-v0 (--obs vector, image or text), ...``: the bundled ids ``train``
+    accepts, each with the observations it works with (checked in this process)."""
+    from ors_gym.envs import BUNDLED
+
+    listed = []
+    for name in BUNDLED:
+        env_id = f"ors/{name}-v0"
+        observations = trainable_observations(env_id)
+        if observations:
+            choices = " or ".join(", ".join(observations).rsplit(", ", 1))
+            listed.append(f"{env_id} (--obs {choices})")
+    return ", ".join(listed) or "none"
+
+
+def _run(args: argparse.Namespace) -> int:
+    import ors_gym  # noqa: F401 - registers the ors/... ids
+
+    if args.env_id not in gym.registry:
+        known = ", ".join(sorted(k for k in gym.registry if k.startswith("ors/")))
+        raise UsageError(f"unknown --env-id {args.env_id!r}; registered ORS ids: {known}")
+    try:
+        results = train(
+            env_id=args.env_id,
+            algo=args.algo,
+            steps=args.steps,
+            seed=args.seed,
+            base_url=args.base_url,
+            obs=args.obs,
+            n_envs=args.n_envs,
+            out_dir=args.out_dir,
+            eval_episodes=args.eval_episodes,
+            progress_bar=not args.no_progress_bar,
+            max_episode_steps=args.max_episode_steps,
+        )
+    except NotTrainableError as exc:
+        trainable = _trainable_ids()
+        raise UsageError(
+            f"cannot train on {exc.env_id}: {exc.reason}. Trainable bundled ids: {trainable}. "
+            "For another environment, list its calls in Python with "
+            "ors_gym.wrappers.DiscreteToolActions(env, calls=[...]) and train on that"
+        ) from exc
+    print(
+        f"{results['algo']} on {results['env_id']} ({results['obs']} observations, "
+        f"{results['transport']}): {results['steps']} steps in {results['train_seconds']:.1f} s "
+        f"({results['steps_per_second']:.0f} steps/s); evaluated on "
+        f"{int(results['trained']['episodes'])} episodes of the {results['eval_split']!r} split"
+    )
+    print(format_table(results))
+    print(f"model: {results['model_path']}")
+    print(f"learning curve: {results['curve_path']}")
+    print(f"results: {results['results_path']}")
+    print(f"total wall time: {results['wall_seconds']:.1f} s")
+    return EXIT_OK
