@@ -595,7 +595,7 @@ def test_body_decoder_caps_while_inflating() -> None:
     import gzip
     import zlib
 
-    from ors_gym.backends._http_core import BodyDecoder, Where
+    from ors_gym.backends.http._codec import BodyDecoder, Where
     from ors_gym.errors import OrsProtocolError
 
     where = Where(server="http://x")

@@ -1,0 +1,20 @@
+"""The HTTP backends: the ORS protocol over HTTP and server-sent events.
+
+``HttpBackend`` (blocking) and ``AsyncHttpBackend`` (asyncio) perform the same
+sans-IO operations; the modules, in reading order:
+
+- ``_settings``: the options, validated once; ``_codec``: headers, JSON,
+  answer bodies (gzip within the size cap), statuses as errors;
+- ``_retry``: what is retried and after how long; ``_sse``: one SSE answer
+  reassembled from its events; ``_steps``: what an operation asks a driver to do;
+- ``_exchange``: one request or tool call, redirected, retried or resumed;
+  ``_ops``: every ORS endpoint as an operation;
+- ``_httpx``: what both drivers share about httpx (SSE parsed by httpx-sse);
+  ``_pool``: sharded connection pools; ``sync`` and ``async_``: the drivers.
+"""
+
+from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
+from ors_gym.backends.http.async_ import AsyncHttpBackend
+from ors_gym.backends.http.sync import HttpBackend
+
+__all__ = ["AsyncHttpBackend", "HttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]
