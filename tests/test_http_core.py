@@ -2,9 +2,9 @@
 
 Operations are generators of steps: each test sends them the answers a server
 would give and checks what they ask for next (another request, a sleep, a
-resumed stream) or what they raise. SSE bytes go through the same httpx-sse
-parsing the drivers use, over an in-memory ``httpx.Response``. Time comes from
-a ``Clock`` the test moves by hand.
+resumed stream) or what they raise. SSE answers are fed as the raw pieces a
+driver would read from the socket. Time comes from a ``Clock`` the test
+moves by hand.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from ors_gym.backends.http._codec import BodyDecoder, status_error
-from ors_gym.backends.http._httpx import DRAIN_LIMIT, iter_sse
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._retry import (
     MAX_DELAY,
@@ -30,7 +28,7 @@ from ors_gym.backends.http._retry import (
     retry_hint,
 )
 from ors_gym.backends.http._settings import Settings, Where
-from ors_gym.backends.http._sse import StreamAssembler
+from ors_gym.backends.http._sse import SSEParser, StreamAssembler
 from ors_gym.backends.http._steps import (
     Answer,
     Failure,
@@ -83,41 +81,23 @@ def _json(status: int, payload: Any, **headers: str) -> Answer:
                   json.dumps(payload).encode())
 
 
-def _sse(chunks: Iterable[bytes], encoding: str = "") -> httpx.Response:
-    """A 200 SSE answer whose body arrives as ``chunks`` (its stream counts what was read)."""
-    headers = {"content-type": "text/event-stream"}
-    if encoding:
-        headers["content-encoding"] = encoding
-    return httpx.Response(200, headers=headers, stream=_Chunks(chunks))
-
-
-def _pulled(response: httpx.Response) -> int:
-    assert isinstance(response.stream, _Chunks)
-    return response.stream.pulled
-
-
-def _events(response: httpx.Response, sink: StreamAssembler | None = None) -> list[tuple[str, str]]:
-    sink = sink or StreamAssembler(max_bytes=10**9, what="t", where=WHERE)
-    return [(e.event, e.data) for e in iter_sse(response, sink)]
-
-
-def _perform(step: Stream, chunks: Iterable[bytes], encoding: str = "") -> Streamed:
-    """Do what a driver does with a 200 SSE answer made of ``chunks``."""
-    response = _sse(chunks, encoding)
-    for sse in iter_sse(response, step.sink):
-        step.sink.feed(sse.event, sse.data)
+def _perform(step: Stream, pieces: Iterable[bytes], encoding: str = "") -> Streamed:
+    """Do what a driver does with a 200 SSE answer arriving as ``pieces``."""
+    step.sink.start(encoding)
+    for raw in pieces:
+        if step.sink.feed_bytes(raw):
+            break
     return Streamed()
 
 
-class _Chunks(httpx.SyncByteStream):
-    def __init__(self, chunks: Iterable[bytes]) -> None:
-        self.chunks = chunks
-        self.pulled = 0
-
-    def __iter__(self) -> Iterator[bytes]:
-        for chunk in self.chunks:
-            self.pulled += len(chunk)
-            yield chunk
+def _fed(sink: StreamAssembler, pieces: Iterable[bytes]) -> int:
+    """Feed ``pieces`` to ``sink`` until it is done (or raises); how many bytes it took."""
+    taken = 0
+    for raw in pieces:
+        taken += len(raw)
+        if sink.feed_bytes(raw):
+            break
+    return taken
 
 
 def _send(op: Op[Any], reply: Reply) -> Step:
@@ -317,7 +297,7 @@ def test_redirect_loop_and_non_http_redirect_are_refused() -> None:
         op.send(Answer(301, {"location": "ftp://x.test/"}, b""))
 
 
-# -- SSE through httpx-sse, and the bytes beneath it ---------------------------------------
+# -- SSE by httpx-sse's decoders, and the bytes beneath them -------------------------------
 
 
 WIRE = (b"event: task_id\r\ndata: 42\r\n\r\n: ping\r\n\r\nevent: chunk\rdata:  two spaces"
@@ -325,13 +305,16 @@ WIRE = (b"event: task_id\r\ndata: 42\r\n\r\n: ping\r\n\r\nevent: chunk\rdata:  t
 
 
 def test_sse_follows_the_standard_whatever_the_chunking() -> None:
-    whole = _events(_sse([WIRE]))
+    whole = SSEParser().feed(WIRE)
     assert whole == [("task_id", "42"), ("chunk", " two spaces"), ("end", "a\nb"),
                      ("message", "plain")]
     # CRLF split across pieces is one line end, not two; a UTF-8 character split too
-    assert _events(_sse(WIRE[i:i + 1] for i in range(len(WIRE)))) == whole
-    word = "data: é😀\n\n".encode()
-    assert _events(_sse(word[i:i + 1] for i in range(len(word)))) == [("message", "é😀")]
+    byte_by_byte = SSEParser()
+    assert [e for i in range(len(WIRE)) for e in byte_by_byte.feed(WIRE[i:i + 1])] == whole
+    word, parser = "data: é😀\n\n".encode(), SSEParser()
+    assert [e for i in range(len(word)) for e in parser.feed(word[i:i + 1])] == \
+        [("message", "é😀")]
+    assert SSEParser().feed(b"data: \xff\xfe\n\n") == [("message", "\ufffd\ufffd")]
 
 
 def test_assembler_joins_chunks_and_keeps_the_task_id() -> None:
@@ -352,22 +335,34 @@ def test_assembler_joins_chunks_and_keeps_the_task_id() -> None:
 
 def test_one_endless_line_stops_at_the_byte_cap() -> None:
     sink = StreamAssembler(max_bytes=100_000, what="call", where=WHERE)
-    response = _sse(_forever(ACK + b"event: end\r\ndata: ", b"x" * 4096))
+    pieces = _forever(ACK + b"event: end\r\ndata: ", b"x" * 4096)
+    taken: list[bytes] = []
     with pytest.raises(OrsProtocolError, match="max_response_bytes=100000"):
-        _events(response, sink)
-    assert _pulled(response) < 110_000  # refused at the cap, not after reading on
+        _fed(sink, (taken.append(raw) or raw for raw in pieces))
+    assert 100_000 < sum(map(len, taken)) < 105_000  # refused at the cap, not after reading on
+    assert sink.task_id == "0123abcd" and not sink.done
+
+
+def test_bytes_are_capped_however_they_arrive() -> None:
+    for pieces in ([b": ping\r\n\r\n"] * 101, [b"event: chunk\r\ndata: 12345\r\n\r\n"] * 50):
+        sink = StreamAssembler(max_bytes=1000, what="call", where=WHERE)
+        with pytest.raises(OrsProtocolError, match="max_response_bytes=1000"):
+            _fed(sink, pieces)
 
 
 def test_gzip_bomb_stops_at_the_cap_while_inflating() -> None:
     bomb = gzip.compress(ACK + b"event: chunk\r\ndata: " + b"z" * 20_000_000)
     assert len(bomb) < 100_000
     sink = StreamAssembler(max_bytes=50_000, what="call", where=WHERE)
+    sink.start("gzip")
     with pytest.raises(OrsProtocolError, match="max_response_bytes=50000"):
-        _events(_sse([bomb], "gzip"), sink)
-    # a small gzip answer decodes as sent
+        _fed(sink, [bomb])
+    # a small gzip answer decodes as sent, in whatever pieces it arrives
     small = gzip.compress(ACK + b"event: end\r\ndata: {}\r\n\r\n")
-    halves = (small[:10], small[10:])
-    assert _events(_sse(halves, "gzip")) == [("task_id", "0123abcd"), ("end", "{}")]
+    sink = StreamAssembler(max_bytes=50_000, what="call", where=WHERE)
+    sink.start("gzip")
+    assert _fed(sink, [small[:10], small[10:]]) == len(small)
+    assert sink.done and sink.task_id == "0123abcd" and sink.result() == {}
 
 
 def test_body_decoder() -> None:
@@ -405,13 +400,10 @@ def test_endless_pings_end_at_call_timeout() -> None:
     assert clock.now <= 3.5  # cut off by the first piece after the deadline
 
 
-def test_finished_stream_is_drained_within_a_limit() -> None:
+def test_events_after_the_result_are_ignored() -> None:
     sink = StreamAssembler(max_bytes=10**6, what="call", where=WHERE)
-    response = _sse(_forever(ACK + b"event: end\r\ndata: {}\r\n\r\n", b"junk" * 1024))
-    for sse in iter_sse(response, sink):
-        sink.feed(sse.event, sse.data)
-    assert sink.done and sink.result() == {}
-    assert _pulled(response) < DRAIN_LIMIT + 10_000  # read on a little, then let go
+    assert sink.feed_bytes(ACK + b"event: end\r\ndata: {}\r\n\r\nevent: error\r\ndata: x\r\n\r\n")
+    assert sink.error is None and sink.result() == {}
 
 
 # -- tool calls: resuming a cut stream by its task id -------------------------------------

@@ -370,7 +370,7 @@ class _TotalTime:
 
 
 class _Deadline:
-    """The ``call_timeout`` check a ``StreamAssembler`` runs as each piece arrives."""
+    """The ``call_timeout`` check a ``StreamAssembler`` runs after each piece."""
 
     __slots__ = ("deadline", "exchange", "what", "where")
 

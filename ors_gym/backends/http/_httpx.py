@@ -1,10 +1,10 @@
-"""What both drivers share about httpx: timeouts, failures, and SSE through httpx-sse.
+"""What both drivers share about httpx: timeouts, failures, finished streams.
 
 The operations hand the drivers steps; this module turns a step into httpx
-timeouts, an httpx exception into a ``Failure``, and a 200 SSE answer into
-events. Events are parsed by httpx-sse's ``EventSource`` over a view of the
-answer whose bytes come from ``StreamAssembler.decode``: gzip undone, the size
-cap and the call's deadline enforced on every piece before the parser sees it.
+timeouts, an httpx exception into the ``Failure`` an operation understands,
+and reads what is left of a stream once its result is in. The drivers hand
+every answer's raw bytes (``iter_raw``) to the sans-IO core, which undoes gzip
+within the size cap and parses SSE itself.
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
-from httpx_sse import EventSource, ServerSentEvent
 
 from ors_gym.backends.http._settings import Settings
-from ors_gym.backends.http._sse import StreamAssembler
 from ors_gym.backends.http._steps import Failure, FailureKind, Fetch, Stream
 
 __all__ = [
     "BACKGROUND_TIMEOUT_S",
     "DRAIN_LIMIT",
     "SSE_HEADERS",
-    "aiter_sse",
+    "adrain",
+    "drain",
     "failure_of",
     "fetch_timeout",
-    "iter_sse",
     "stream_timeout",
 ]
 
@@ -36,8 +34,6 @@ SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 #: After a stream's result, at most this much more is read so the connection can be
 #: reused; a server that keeps sending loses its connection instead.
 DRAIN_LIMIT = 64 * 1024
-#: The headers of the decoded view the SSE parser reads: SSE is always UTF-8.
-_DECODED_SSE = {"content-type": "text/event-stream; charset=utf-8"}
 
 
 def failure_of(exc: httpx.TransportError) -> Failure:
@@ -63,78 +59,31 @@ def fetch_timeout(step: Fetch, settings: Settings) -> httpx.Timeout:
 
 
 def stream_timeout(step: Stream, settings: Settings) -> httpx.Timeout:
-    """The httpx timeouts of a ``Stream``: its read timeout bounds the silence between bytes."""
+    """The httpx timeouts of a ``Stream``: its read timeout bounds the silence between pieces."""
     return httpx.Timeout(settings.timeout, connect=settings.connect_timeout,
                          read=step.read_timeout)
 
 
-def iter_sse(response: httpx.Response, sink: StreamAssembler) -> Iterator[ServerSentEvent]:
-    """The events of a 200 SSE answer, its bytes decoded and guarded by ``sink``.
-
-    Once ``sink`` is done the rest of the stream is read (up to ``DRAIN_LIMIT``)
-    without parsing, so the connection can go back to the pool.
-    """
-    sink.start(response.headers.get("content-encoding", ""))
-    view = httpx.Response(200, headers=_DECODED_SSE,
-                          stream=_Decoded(response.iter_raw(), sink))
-    return EventSource(view).iter_sse()
-
-
-def aiter_sse(response: httpx.Response, sink: StreamAssembler) -> AsyncIterator[ServerSentEvent]:
-    """``iter_sse`` for an answer read on asyncio."""
-    sink.start(response.headers.get("content-encoding", ""))
-    view = httpx.Response(200, headers=_DECODED_SSE,
-                          stream=_AsyncDecoded(response.aiter_raw(), sink))
-    return EventSource(view).aiter_sse()
-
-
-class _Decoded(httpx.SyncByteStream):
-    """A stream's raw pieces through ``sink.decode``; drained, not parsed, once it is done."""
-
-    def __init__(self, pieces: Iterator[bytes], sink: StreamAssembler) -> None:
-        self._pieces = pieces
-        self._sink = sink
-
-    def __iter__(self) -> Iterator[bytes]:
-        sink, pieces = self._sink, self._pieces
+def drain(pieces: Iterator[bytes]) -> None:
+    """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
+    goes back to the pool; past the limit the connection is dropped instead."""
+    left = DRAIN_LIMIT
+    try:
         for raw in pieces:
-            if data := sink.decode(raw):
-                yield data
-            if sink.done:
-                break
-        else:
-            return
-        left = DRAIN_LIMIT
-        try:
-            for raw in pieces:
-                left -= len(raw)
-                if left < 0:  # the server keeps sending: its connection is dropped
-                    return
-        except httpx.HTTPError:  # the result is in; how the stream ends does not matter
-            pass
+            left -= len(raw)
+            if left < 0:
+                return
+    except httpx.HTTPError:  # the result is in; how the stream ends does not matter
+        pass
 
 
-class _AsyncDecoded(httpx.AsyncByteStream):
-    """``_Decoded`` for pieces read on asyncio."""
-
-    def __init__(self, pieces: AsyncIterator[bytes], sink: StreamAssembler) -> None:
-        self._pieces = pieces
-        self._sink = sink
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        sink, pieces = self._sink, self._pieces
+async def adrain(pieces: AsyncIterator[bytes]) -> None:
+    """``drain`` on asyncio."""
+    left = DRAIN_LIMIT
+    try:
         async for raw in pieces:
-            if data := sink.decode(raw):
-                yield data
-            if sink.done:
-                break
-        else:
-            return
-        left = DRAIN_LIMIT
-        try:
-            async for raw in pieces:
-                left -= len(raw)
-                if left < 0:
-                    return
-        except httpx.HTTPError:
-            pass
+            left -= len(raw)
+            if left < 0:
+                return
+    except httpx.HTTPError:
+        pass

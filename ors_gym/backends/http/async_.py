@@ -28,7 +28,7 @@ from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
     SSE_HEADERS,
-    aiter_sse,
+    adrain,
     failure_of,
     fetch_timeout,
     stream_timeout,
@@ -200,9 +200,12 @@ class AsyncHttpBackend:
                 if response.status_code != 200:
                     return await _read(response, step, started)
                 require_sse(response.headers.get("content-type", ""), step.what, step.where)
-                feed = step.sink.feed
-                async for sse in aiter_sse(response, step.sink):
-                    feed(sse.event, sse.data)
+                step.sink.start(response.headers.get("content-encoding", ""))
+                pieces = response.aiter_raw()
+                async for raw in pieces:
+                    if step.sink.feed_bytes(raw):
+                        await adrain(pieces)
+                        break
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:

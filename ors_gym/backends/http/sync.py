@@ -23,9 +23,9 @@ from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
     SSE_HEADERS,
+    drain,
     failure_of,
     fetch_timeout,
-    iter_sse,
     stream_timeout,
 )
 from ors_gym.backends.http._ops import Ops
@@ -200,9 +200,12 @@ class HttpBackend:
                 if response.status_code != 200:
                     return _read(response, step, started)
                 require_sse(response.headers.get("content-type", ""), step.what, step.where)
-                feed = step.sink.feed
-                for sse in iter_sse(response, step.sink):
-                    feed(sse.event, sse.data)
+                step.sink.start(response.headers.get("content-encoding", ""))
+                pieces = response.iter_raw()
+                for raw in pieces:
+                    if step.sink.feed_bytes(raw):
+                        drain(pieces)
+                        break
         except httpx.TransportError as exc:
             return failure_of(exc)
         return Streamed(time.monotonic() - started)
