@@ -4,13 +4,14 @@
 sans-IO operations; the modules, in reading order:
 
 - ``_settings``: the options, validated once; ``_codec``: headers, JSON,
-  answer bodies (gzip within the size cap), statuses as errors;
-- ``_retry``: what is retried and after how long; ``_sse``: one SSE answer
-  reassembled from its events; ``_steps``: what an operation asks a driver to do;
+  answer bodies (gzip undone within the size cap), statuses as errors;
+- ``_retry``: what is retried and after how long; ``_sse``: an SSE answer
+  parsed (by httpx-sse's decoders) and reassembled; ``_steps``: what an
+  operation asks a driver to do;
 - ``_exchange``: one request or tool call, redirected, retried or resumed;
   ``_ops``: every ORS endpoint as an operation;
-- ``_httpx``: what both drivers share about httpx (SSE parsed by httpx-sse);
-  ``_pool``: sharded connection pools; ``sync`` and ``async_``: the drivers.
+- ``_httpx``: what both drivers share about httpx; ``_pool``: sharded
+  connection pools; ``sync`` and ``async_``: the drivers.
 """
 
 from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client

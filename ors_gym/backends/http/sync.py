@@ -54,11 +54,13 @@ class HttpBackend:
     ``timeout`` bounds each ordinary request and ``connect_timeout`` each
     connection attempt. ``call_timeout`` bounds one tool call end to end; None
     waits as long as the server keeps the stream alive with its pings.
-    ``max_retries`` and ``backoff`` (seconds, doubled per retry) govern retries;
-    ``starting_ride_out`` is how long an environment whose ``setup()`` is still
-    running is waited for. ``keepalive_interval`` is how often open sessions are
-    pinged (None disables it). ``api_key`` is sent as ``X-API-Key`` and never
-    shown in logs, reprs or errors.
+    ``max_retries`` and ``backoff`` (seconds, doubled per retry) govern retries
+    of 429, 502, 503 and 504 answers and dropped connections (a refused one
+    fails at once: nothing listens); ``starting_ride_out`` is how long an
+    environment whose ``setup()`` is still running is waited for.
+    ``keepalive_interval`` is how often open sessions are pinged (None disables
+    it). ``api_key`` is sent as ``X-API-Key`` and never shown in logs, reprs or
+    errors.
     """
 
     def __init__(
@@ -155,7 +157,7 @@ class HttpBackend:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                # Redirects, auth, headers and decoding are the core's (see _http_core).
+                # Redirects, auth, headers and decoding are the operations' (see _exchange).
                 self._client = httpx.Client(
                     timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
                     follow_redirects=False,
