@@ -22,6 +22,7 @@ from ors_gym.errors import (
     OrsProtocolError,
     OrsRequestError,
     OrsSessionExpired,
+    error_for_status,
 )
 from ors_gym.protocol import (
     Block,
@@ -98,13 +99,10 @@ class Ops(Exchange):
         names = yield from self.list_environments()
         if key in names:
             return key
-        err = OrsRequestError(
-            f"unknown environment {env_name!r}; this server has: {', '.join(names) or '(none)'}",
-            server=self.location,
-            env_name=env_name,
+        raise error_for_status(
+            404, f"unknown environment {env_name!r}; this server has: "
+            f"{', '.join(names) or '(none)'}", server=self.location, env_name=env_name,
         )
-        err.status_code = 404
-        raise err
 
     def tools(self, env_name: str) -> Op[ListToolsOutput]:
         """The environment's shared tools and its terminal tool."""
