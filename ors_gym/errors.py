@@ -21,6 +21,7 @@ __all__ = [
     "OrsSessionExpired",
     "OrsTimeoutError",
     "OrsToolError",
+    "error_for_status",
 ]
 
 
@@ -152,3 +153,28 @@ class OrsActionError(OrsError, ValueError):
 
 class OrsDependencyError(OrsError, ImportError):
     """An optional dependency is missing; the message names the extra to install."""
+
+
+def error_for_status(
+    status: int,
+    message: str,
+    *,
+    server: str | None,
+    env_name: str | None = None,
+    session_id: str | None = None,
+    tool: str | None = None,
+) -> OrsError:
+    """The error for an HTTP status an ORS server answered (or would have answered).
+
+    A 404 or 410 on a session (``session_id`` given) means the session is gone:
+    ``OrsSessionExpired``. Any other 4xx is ``OrsRequestError``, and every other
+    status (5xx, or one no ORS server sends) ``OrsServerError``; both carry the
+    status as ``status_code``. ``message`` is used as given.
+    """
+    where = {"server": server, "env_name": env_name, "session_id": session_id, "tool": tool}
+    if status in (404, 410) and session_id is not None:
+        return OrsSessionExpired(message, **where)
+    cls = OrsRequestError if 400 <= status < 500 else OrsServerError
+    err = cls(message, **where)
+    err.status_code = status
+    return err

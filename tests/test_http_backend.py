@@ -5,6 +5,7 @@ conftest.py quiets the SDK (no update check, WARNING logs) before it is imported
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import json
@@ -24,7 +25,6 @@ from openreward.environments import Server
 from PIL import Image
 
 from ors_gym.backends import Backend
-from ors_gym.backends import _http_core as core
 from ors_gym.backends.http import HttpBackend
 from ors_gym.envs._common import text_output
 from ors_gym.envs.counter import Counter
@@ -497,6 +497,31 @@ def test_dead_server_is_a_connection_error() -> None:
     assert not isinstance(err.value, OrsTimeoutError)
 
 
+def test_refused_connection_fails_at_once() -> None:
+    # Issue 18: with the default retries a refused connection was retried for ~15 s.
+    from ors_gym import OrsEnv
+    from ors_gym.backends.http import AsyncHttpBackend
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        env = OrsEnv(base_url=url, env_name="echo", backend_options={"max_retries": 5})
+        started = time.monotonic()
+        with pytest.raises(OrsConnectionError, match="cannot reach the ORS server"):
+            env.reset(seed=0)
+        assert time.monotonic() - started < 2.0
+        env.close()
+
+        async def reset_async() -> None:
+            async with AsyncHttpBackend(url) as backend:
+                await backend.create_session("echo", split="train", index=0)
+
+        started = time.monotonic()
+        with pytest.raises(OrsConnectionError, match="cannot reach the ORS server"):
+            asyncio.run(reset_async())
+        assert time.monotonic() - started < 2.0
+
+
 # -- secrets --------------------------------------------------------------------------------
 
 
@@ -561,43 +586,3 @@ def test_keepalive_outlives_the_reaper() -> None:
         idler.delete_session(alive)
         wait_for(lambda: alive not in kept.open_sessions, timeout=10,
                  what="the keepalive thread to drop the gone session")
-
-
-# -- the sans-IO core -------------------------------------------------------------------------
-
-
-def test_retry_decisions() -> None:
-    assert core.parse_retry_after("2") == 2.0
-    assert core.parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") is None
-    assert core.retry_hint(500, {}) is None
-    assert core.retry_hint(404, {}) is None
-    starting = core.retry_hint(503, {"x-backend-state": "starting", "retry-after": "2"})
-    assert starting == core.RetryHint(retry_after=2.0, starting=True)
-
-    plain = core.RetryBudget(max_retries=2, backoff=0.5, starting_ride_out=10, started=0.0)
-    assert [plain.next_delay(None, 0.0) for _ in range(3)] == [0.5, 1.0, None]
-
-    ride = core.RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
-    assert [ride.next_delay(starting, now) for now in (0.0, 5.0, 9.0, 10.0)] == \
-        [2.0, 2.0, 1.0, None]
-    # riding out "starting" spent none of max_retries
-    assert [ride.next_delay(None, 10.0) for _ in range(2)] == [0.5, None]
-
-    capped = core.RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
-    assert capped.next_delay(core.RetryHint(retry_after=3600.0), 0.0) == core.MAX_DELAY
-
-
-def test_stream_assembler() -> None:
-    where = core.Where(server="http://x")
-    asm = core.StreamAssembler(max_bytes=100, what="call", where=where)
-    assert not asm.feed("task_id", "abc")
-    assert not asm.feed("chunk", '{"t": "')
-    assert asm.feed("end", '  "}')
-    assert asm.task_id == "abc" and asm.result() == {"t": "  "}
-
-    failed = core.StreamAssembler(max_bytes=100, what="call", where=where)
-    assert failed.feed("error", "RuntimeError: x") and failed.error == "RuntimeError: x"
-
-    small = core.StreamAssembler(max_bytes=4, what="call", where=where)
-    with pytest.raises(OrsProtocolError, match="max_response_bytes=4"):
-        small.feed("chunk", "12345")

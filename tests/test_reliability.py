@@ -56,7 +56,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from ors_gym import _cleanup
-from ors_gym.backends import _http_core as core
+from ors_gym.backends.http._codec import secrets_header
 from ors_gym.backends.local import LocalBackend
 from ors_gym.env import OrsEnv
 from ors_gym.envs.counter import Counter
@@ -843,7 +843,7 @@ SECRET = "hunter2-reliab-SECRET-77aa"
 
 
 def _secret_forms() -> list[str]:
-    header = core.secrets_header({"TOKEN": SECRET})
+    header = secrets_header({"TOKEN": SECRET})
     return [API_KEY, SECRET, header, _b64(API_KEY.encode()), _b64(SECRET.encode())]
 
 

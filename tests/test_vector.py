@@ -580,7 +580,7 @@ def test_async_backend_matches_the_sync_one(srv: ServerThread) -> None:
 
 
 def test_sse_parser_follows_the_standard() -> None:
-    from ors_gym.backends._http_core import SSEParser
+    from ors_gym.backends.http._sse import SSEParser
 
     wire = (b"event: task_id\r\ndata: 42\r\n\r\n: ping\r\n\r\nevent: chunk\rdata:  two spaces"
             b"\r\n\r\nevent: end\ndata: a\ndata:b\n\ndata: plain\r\n\r\n")
@@ -595,7 +595,7 @@ def test_body_decoder_caps_while_inflating() -> None:
     import gzip
     import zlib
 
-    from ors_gym.backends._http_core import BodyDecoder, Where
+    from ors_gym.backends.http._codec import BodyDecoder, Where
     from ors_gym.errors import OrsProtocolError
 
     where = Where(server="http://x")

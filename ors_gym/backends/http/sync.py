@@ -1,18 +1,11 @@
-"""``HttpBackend``: the ORS protocol over HTTP and SSE (httpx + httpx-sse), synchronously.
+"""``HttpBackend``: the ORS protocol over HTTP and SSE, with blocking httpx.
 
 One pooled ``httpx.Client`` per backend, made on first use so an unused backend
-pickles into worker processes. Retries follow the reference client: 429, 502,
-503 and 504 and connection failures back off exponentially, honouring
-``Retry-After``; a 503 "starting" is ridden out; a 500 is never retried. A tool
-call whose stream drops after the server acknowledged it (the ``task_id``
-event) is resumed with that id, so the tool runs once. A daemon thread pings
-open sessions so they outlive a slow policy.
-
-Every method is an operation of the sans-IO ``_http_core.Ops`` (what to send,
-how to read answers, when to retry, where a redirect may lead, how to decode
-gzip and SSE within the size cap); this module only performs its steps with
-blocking I/O, handing the core raw bytes. ``async_http.AsyncHttpBackend``
-performs the same steps on asyncio.
+pickles into worker processes. Every method runs a sans-IO operation of
+``_ops.Ops`` (what to send, when to retry or resume, how to read the answer)
+and performs its steps with blocking I/O: the retries, resumes and errors are
+those of ``AsyncHttpBackend``, which performs the same steps on asyncio. A
+daemon thread pings open sessions so they outlive a slow policy.
 """
 
 from __future__ import annotations
@@ -21,12 +14,23 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
 
-from ors_gym.backends import _http_core as core
+from ors_gym.backends.http._codec import require_sse
+from ors_gym.backends.http._httpx import (
+    BACKGROUND_TIMEOUT_S,
+    SSE_HEADERS,
+    drain,
+    failure_of,
+    fetch_timeout,
+    stream_timeout,
+)
+from ors_gym.backends.http._ops import Ops
+from ors_gym.backends.http._settings import configure, url_of
+from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import (
     Block,
@@ -43,50 +47,6 @@ logger = logging.getLogger("ors_gym.http")
 
 _T = TypeVar("_T")
 
-#: Timeout of the best-effort requests ``close()`` and the keepalive thread make.
-BACKGROUND_TIMEOUT_S = 5.0
-
-
-# -- httpx glue shared with async_http ---------------------------------------------------
-
-
-def failure_of(exc: httpx.TransportError) -> core.Failure:
-    """What ``_http_core`` needs to know about an httpx exception."""
-    kind: core.FailureKind
-    if isinstance(exc, httpx.ConnectTimeout):
-        kind = "connect_timeout"
-    elif isinstance(exc, httpx.ReadTimeout):
-        kind = "read_timeout"
-    elif isinstance(exc, httpx.TimeoutException):
-        kind = "timeout"
-    elif isinstance(exc, httpx.ConnectError):
-        kind = "refused"
-    else:
-        kind = "broken"
-    return core.Failure(kind, type(exc).__name__, str(exc))
-
-
-def fetch_timeout(step: core.Fetch, settings: core.Settings) -> httpx.Timeout:
-    """The httpx timeouts of a ``Fetch``: its own total, else the settings'."""
-    total = settings.timeout if step.timeout is None else step.timeout
-    return httpx.Timeout(total, connect=min(total, settings.connect_timeout))
-
-
-def stream_timeout(step: core.Stream, settings: core.Settings) -> httpx.Timeout:
-    """The httpx timeouts of a ``Stream``: its read timeout bounds the silence between events."""
-    return httpx.Timeout(settings.timeout, connect=settings.connect_timeout,
-                         read=step.read_timeout)
-
-
-#: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
-SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
-#: After a stream's result, at most this much more is read so the connection can be
-#: reused; a server that keeps sending loses its connection instead.
-DRAIN_LIMIT = 64 * 1024
-
-
-# -- the backend ----------------------------------------------------------------------------
-
 
 class HttpBackend:
     """Talks to an ORS server (``ors-gym serve``, an SDK ``Server``, a hosted gateway).
@@ -94,11 +54,13 @@ class HttpBackend:
     ``timeout`` bounds each ordinary request and ``connect_timeout`` each
     connection attempt. ``call_timeout`` bounds one tool call end to end; None
     waits as long as the server keeps the stream alive with its pings.
-    ``max_retries`` and ``backoff`` (seconds, doubled per retry) govern retries;
-    ``starting_ride_out`` is how long an environment whose ``setup()`` is still
-    running is waited for. ``keepalive_interval`` is how often open sessions are
-    pinged (None disables it). ``api_key`` is sent as ``X-API-Key`` and never
-    shown in logs, reprs or errors.
+    ``max_retries`` and ``backoff`` (seconds, doubled per retry) govern retries
+    of 429, 502, 503 and 504 answers and dropped connections (a refused one
+    fails at once: nothing listens); ``starting_ride_out`` is how long an
+    environment whose ``setup()`` is still running is waited for.
+    ``keepalive_interval`` is how often open sessions are pinged (None disables
+    it). ``api_key`` is sent as ``X-API-Key`` and never shown in logs, reprs or
+    errors.
     """
 
     def __init__(
@@ -116,25 +78,16 @@ class HttpBackend:
         max_response_bytes: int = 64 * 1024 * 1024,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self.base_url, auth = core.split_base_url(base_url)
-        core.check_keepalive(keepalive_interval)
-        self.headers = dict(headers or {})
-        self.settings = core.Settings(
-            location=self.base_url,
-            api_key=api_key,
-            timeout=timeout,
-            connect_timeout=connect_timeout,
-            call_timeout=call_timeout,
-            max_retries=max_retries,
-            backoff=backoff,
-            starting_ride_out=starting_ride_out,
-            max_response_bytes=max_response_bytes,
-            headers=tuple(self.headers.items()),
-            basic_auth=core.basic_auth_header(auth),
+        self.settings = configure(
+            "HttpBackend", base_url, keepalive_interval=keepalive_interval, headers=headers,
+            api_key=api_key, timeout=timeout, connect_timeout=connect_timeout,
+            call_timeout=call_timeout, max_retries=max_retries, backoff=backoff,
+            starting_ride_out=starting_ride_out, max_response_bytes=max_response_bytes,
         )
-        self.location: str = self.base_url
+        self.base_url = self.location = self.settings.location
+        self.headers = dict(headers or {})
         self.keepalive_interval = keepalive_interval
-        self._ops = core.Ops(self.settings, time.monotonic)
+        self._ops = Ops(self.settings, time.monotonic)
         self._init_runtime()
 
     def _init_runtime(self) -> None:
@@ -204,22 +157,22 @@ class HttpBackend:
     def _http(self) -> httpx.Client:
         with self._lock:
             if self._client is None:
-                # Redirects, auth, headers and decoding are the core's (see _http_core).
+                # Redirects, auth, headers and decoding are the operations' (see _exchange).
                 self._client = httpx.Client(
                     timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
                     follow_redirects=False,
                 )
             return self._client
 
-    def _run(self, op: core.Op[_T]) -> _T:
+    def _run(self, op: Op[_T]) -> _T:
         """Drive one operation to its result, performing each step it yields."""
-        reply: core.Reply = None
+        reply: Reply = None
         try:
             while True:
                 step = op.send(reply)
-                if isinstance(step, core.Stream):
+                if isinstance(step, Stream):
                     reply = self._stream(step)
-                elif isinstance(step, core.Fetch):
+                elif isinstance(step, Fetch):
                     reply = self._fetch(step)
                 else:
                     time.sleep(step.seconds)
@@ -229,46 +182,35 @@ class HttpBackend:
         finally:
             op.close()
 
-    def _fetch(self, step: core.Fetch) -> core.Answer | core.Failure:
-        http = self._http()
+    def _fetch(self, step: Fetch) -> Answer | Failure:
         started = time.monotonic()
         try:
-            with http.stream(step.method, core.url_of(self.location, step.path),
-                             content=step.content, headers=step.headers,
-                             timeout=fetch_timeout(step, self.settings)) as response:
-                reader = step.reader(response.headers.get("content-encoding", ""))
-                for raw in response.iter_raw():
-                    reader.feed(raw)
+            with self._http().stream(step.method, url_of(self.location, step.path),
+                                     content=step.content, headers=step.headers,
+                                     timeout=fetch_timeout(step, self.settings)) as response:
+                return _read(response, step, started)
         except httpx.TransportError as exc:
             return failure_of(exc)
-        return core.Answer(response.status_code, response.headers, reader.value(),
-                           time.monotonic() - started)
 
-    def _stream(self, step: core.Stream) -> core.Answer | core.Streamed | core.Failure:
-        http = self._http()
+    def _stream(self, step: Stream) -> Answer | Streamed | Failure:
         started = time.monotonic()
         try:
-            with http.stream("POST", core.url_of(self.location, step.path),
-                             content=step.content, headers={**step.headers, **SSE_HEADERS},
-                             timeout=stream_timeout(step, self.settings)) as response:
-                encoding = response.headers.get("content-encoding", "")
+            with self._http().stream("POST", url_of(self.location, step.path),
+                                     content=step.content,
+                                     headers={**step.headers, **SSE_HEADERS},
+                                     timeout=stream_timeout(step, self.settings)) as response:
                 if response.status_code != 200:
-                    reader = step.reader(encoding)
-                    for raw in response.iter_raw():
-                        reader.feed(raw)
-                    return core.Answer(response.status_code, response.headers, reader.value(),
-                                       time.monotonic() - started)
-                core.require_sse(response.headers.get("content-type", ""), step.what,
-                                 step.where)
-                step.sink.start(encoding)
+                    return _read(response, step, started)
+                require_sse(response.headers.get("content-type", ""), step.what, step.where)
+                step.sink.start(response.headers.get("content-encoding", ""))
                 pieces = response.iter_raw()
                 for raw in pieces:
                     if step.sink.feed_bytes(raw):
-                        _drain(pieces)
+                        drain(pieces)
                         break
         except httpx.TransportError as exc:
             return failure_of(exc)
-        return core.Streamed(time.monotonic() - started)
+        return Streamed(time.monotonic() - started)
 
     # -- discovery ------------------------------------------------------------------
 
@@ -441,14 +383,10 @@ def _keepalive_loop(ref: weakref.ref[HttpBackend], stop: threading.Event, interv
         del backend
 
 
-def _drain(pieces: Iterator[bytes]) -> None:
-    """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
-    goes back to the pool; past the limit the connection is dropped instead."""
-    left = DRAIN_LIMIT
-    try:
-        for raw in pieces:
-            left -= len(raw)
-            if left < 0:
-                return
-    except httpx.HTTPError:
-        pass
+def _read(response: httpx.Response, step: Fetch | Stream, started: float) -> Answer:
+    """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
+    reader = step.reader(response.headers.get("content-encoding", ""))
+    for raw in response.iter_raw():
+        reader.feed(raw)
+    return Answer(response.status_code, response.headers, reader.value(),
+                  time.monotonic() - started)

@@ -1,0 +1,21 @@
+"""The HTTP backends: the ORS protocol over HTTP and server-sent events.
+
+``HttpBackend`` (blocking) and ``AsyncHttpBackend`` (asyncio) perform the same
+sans-IO operations; the modules, in reading order:
+
+- ``_settings``: the options, validated once; ``_codec``: headers, JSON,
+  answer bodies (gzip undone within the size cap), statuses as errors;
+- ``_retry``: what is retried and after how long; ``_sse``: an SSE answer
+  parsed (by httpx-sse's decoders) and reassembled; ``_steps``: what an
+  operation asks a driver to do;
+- ``_exchange``: one request or tool call, redirected, retried or resumed;
+  ``_ops``: every ORS endpoint as an operation;
+- ``_httpx``: what both drivers share about httpx; ``_pool``: sharded
+  connection pools; ``sync`` and ``async_``: the drivers.
+"""
+
+from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
+from ors_gym.backends.http.async_ import AsyncHttpBackend
+from ors_gym.backends.http.sync import HttpBackend
+
+__all__ = ["AsyncHttpBackend", "HttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]

@@ -1,0 +1,280 @@
+"""Bytes in and out of an ORS request: headers, JSON bodies, answer bodies, statuses.
+
+Requests carry JSON made by ``ors_gym._json``; answers are undone from gzip or
+deflate as their bytes arrive, within ``max_response_bytes`` (so a small
+compressed "zip bomb" is refused having used about the cap in memory), then
+parsed as JSON. A status that is not 2xx becomes the ``OrsError`` that
+``errors.error_for_status`` picks, with a message saying what to do.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ors_gym import _json
+from ors_gym.backends.http._settings import Where
+from ors_gym.errors import OrsError, OrsProtocolError, error_for_status
+from ors_gym.protocol import check_secrets
+
+__all__ = [
+    "ACCEPT_ENCODING",
+    "BodyDecoder",
+    "BodyReader",
+    "Where",
+    "build_headers",
+    "decode_json",
+    "encode_json",
+    "error_detail",
+    "require_sse",
+    "secrets_header",
+    "status_error",
+    "too_big",
+]
+
+#: Content encodings ``BodyDecoder`` undoes (and so the only ones asked for).
+ACCEPT_ENCODING = "gzip, deflate"
+#: Longest server detail quoted in an error (an SDK 500 may carry a traceback).
+_DETAIL_LIMIT = 2000
+
+
+# -- requests ----------------------------------------------------------------------------
+
+
+def secrets_header(secrets: Mapping[str, str]) -> str:
+    """The ``X-Secrets`` value: standard base64 of ``{"KEY": {"value": "..."}}``."""
+    payload = {key: {"value": value} for key, value in check_secrets(secrets).items()}
+    return base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
+
+
+def build_headers(
+    *,
+    api_key: str | None,
+    session_id: str | None = None,
+    secrets: Mapping[str, str] | None = None,
+    extra: Mapping[str, str] | None = None,
+    basic_auth: str | None = None,
+) -> dict[str, str]:
+    """Per-request headers: the user's ``extra`` ones, basic auth, API key, session id,
+    secrets (the only place they travel)."""
+    headers = dict(extra or {})
+    headers["Content-Type"] = "application/json"
+    headers["Accept-Encoding"] = ACCEPT_ENCODING
+    if basic_auth:
+        headers["Authorization"] = basic_auth
+    if api_key:
+        headers["X-API-Key"] = api_key
+    if session_id:
+        headers["X-Session-ID"] = session_id
+    if secrets:
+        headers["X-Secrets"] = secrets_header(secrets)
+    return headers
+
+
+def encode_json(payload: Any, *, what: str) -> bytes:
+    """``payload`` as JSON bytes; numpy values become plain numbers and lists."""
+    try:
+        return _json.dumps(payload)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"the body of {what} cannot be sent as JSON: {exc}. "
+            "Pass only dicts, lists, str, int, float, bool and None."
+        ) from None
+
+
+# -- answers -----------------------------------------------------------------------------
+
+
+def error_detail(body: bytes) -> str:
+    """The server's explanation of an error answer: FastAPI's ``detail``, else the text."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and "detail" in payload:
+        detail = payload["detail"]
+        text = detail if isinstance(detail, str) else json.dumps(detail)
+    text = text or "(empty body)"
+    if len(text) > _DETAIL_LIMIT:
+        text = text[:_DETAIL_LIMIT] + " ...(truncated)"
+    return text
+
+
+def status_error(
+    status: int, detail: str, *, what: str, where: Where, session: bool = False
+) -> OrsError:
+    """The error for a non-2xx answer that is not retried (or whose retries ran out).
+
+    ``session`` marks endpoints that act on a session: there a 404/410 means the
+    session is gone, except a 404 saying the environment does not implement the
+    endpoint (``/score_group``).
+    """
+    gone = session and status in (404, 410) and "not implement" not in detail
+    if gone:
+        message = (
+            f"session {where.session_id} is gone on the server (deleted, reaped after 15 "
+            "idle minutes, or the server restarted); call reset() to start a new episode "
+            f"(server said {status}: {detail})"
+        )
+    elif status in (401, 403):
+        message = (
+            f"{what} was refused ({status}: {detail}); check the api_key given to "
+            "HttpBackend (sent as X-API-Key)"
+        )
+    elif 400 <= status < 500:
+        message = f"{what} was refused ({status}): {detail}"
+    else:
+        if status == 500:
+            hint = (
+                "this is a bug or a failed setup() in the environment; running it again "
+                "gives the same answer, so ors_gym does not retry"
+            )
+        elif status == 503:
+            hint = "the server is overloaded or still starting; retries ran out"
+        else:
+            hint = "the server or a gateway in front of it failed"
+        message = f"{what} failed on the server ({status}): {detail}; {hint}"
+    err = error_for_status(status, message, server=where.server, env_name=where.env_name,
+                           session_id=where.session_id if gone else None, tool=where.tool)
+    return err.with_context(session_id=where.session_id)
+
+
+def decode_json(body: bytes, content_type: str, *, what: str, where: Where) -> Any:
+    """Parse a JSON answer, or raise OrsProtocolError if it is not JSON."""
+    mime = content_type.partition(";")[0].strip().lower()
+    if mime != "application/json" and not mime.endswith("+json"):
+        raise OrsProtocolError(
+            f"{what}: expected a JSON answer, got content type {mime or 'none'!r} "
+            f"({_preview(body)}); check the URL points at an ORS server",
+            **where.kw(),
+        )
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise OrsProtocolError(
+            f"{what}: the answer is not valid JSON ({exc}): {_preview(body)}", **where.kw()
+        ) from None
+
+
+def require_sse(content_type: str, what: str, where: Where) -> None:
+    """Raise OrsProtocolError unless a 200 answer to ``/call`` is an SSE stream."""
+    mime = content_type.partition(";")[0].strip().lower()
+    if mime != "text/event-stream":
+        raise OrsProtocolError(
+            f"{what}: expected an SSE stream (text/event-stream), got {mime or 'none'!r}; "
+            "check the URL points at an ORS server",
+            **where.kw(),
+        )
+
+
+def _preview(body: bytes, limit: int = 80) -> str:
+    text = body[: limit + 1].decode("utf-8", "replace")
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+# -- answer bodies: content decoding within the size cap -----------------------------------
+
+
+def too_big(what: str, max_bytes: int, where: Where) -> OrsProtocolError:
+    """The error for an answer past ``max_response_bytes``."""
+    return OrsProtocolError(
+        f"{what}: the answer exceeds max_response_bytes={max_bytes}; raise the backend's "
+        "max_response_bytes if answers this large are expected",
+        **where.kw(),
+    )
+
+
+class BodyDecoder:
+    """Undoes an answer's ``Content-Encoding`` (gzip, deflate) as bytes arrive.
+
+    The size cap applies to the decoded bytes while inflating, never after: a
+    small compressed answer that would inflate past ``max_bytes`` (a "zip
+    bomb") is refused having used about ``max_bytes`` of memory.
+    """
+
+    def __init__(self, content_encoding: str, *, max_bytes: int, what: str, where: Where) -> None:
+        self.max_bytes = max_bytes
+        self.what = what
+        self.where = where
+        self.size = 0
+        codings = [c.strip().lower() for c in content_encoding.split(",") if c.strip()]
+        codings = [c for c in codings if c != "identity"]
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            raise OrsProtocolError(
+                f"{what}: the answer is encoded as {content_encoding!r}, which ors_gym did not "
+                f"ask for (it accepts {ACCEPT_ENCODING})",
+                **where.kw(),
+            )
+        self.coding = codings[0] if codings else None
+        self._z: Any = None
+        if self.coding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        elif self.coding == "deflate":
+            self._z = zlib.decompressobj()
+        self._first = True
+
+    def feed(self, raw: bytes) -> bytes:
+        """Decoded bytes for ``raw``; raises OrsProtocolError past the cap or on bad data."""
+        if self._z is None:
+            self.size += len(raw)
+            if self.size > self.max_bytes:
+                raise too_big(self.what, self.max_bytes, self.where)
+            return raw
+        out = bytearray()
+        data = raw
+        while data:
+            try:
+                piece = self._z.decompress(data, self.max_bytes - self.size + 1)
+            except zlib.error as exc:
+                if self.coding == "deflate" and self._first:  # raw deflate, no zlib header
+                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                    self._first = False
+                    continue
+                raise OrsProtocolError(
+                    f"{self.what}: the answer's {self.coding} encoding is corrupt ({exc}); "
+                    "the server or a proxy in front of it compressed it wrongly",
+                    **self.where.kw(),
+                ) from None
+            self._first = False
+            self.size += len(piece)
+            if self.size > self.max_bytes:
+                raise too_big(self.what, self.max_bytes, self.where)
+            out += piece
+            data = self._z.unconsumed_tail
+        return bytes(out)
+
+
+class BodyReader:
+    """Collects a whole answer body: decoded, within the size cap and the time limit.
+
+    ``check`` (if given) runs after every piece: it raises once the request's
+    time is up, so an answer trickling in byte by byte cannot outlast it.
+    """
+
+    def __init__(
+        self,
+        content_encoding: str,
+        *,
+        max_bytes: int,
+        what: str,
+        where: Where,
+        check: Callable[[], None] | None = None,
+    ) -> None:
+        self._decoder = BodyDecoder(content_encoding, max_bytes=max_bytes, what=what,
+                                    where=where)
+        self._body = bytearray()
+        self._check = check
+
+    def feed(self, raw: bytes) -> None:
+        """Take raw bytes of the answer."""
+        self._body += self._decoder.feed(raw)
+        if self._check is not None:
+            self._check()
+
+    def value(self) -> bytes:
+        """The decoded body so far."""
+        return bytes(self._body)

@@ -1,0 +1,389 @@
+"""One ORS request, sans-IO: sent, redirected, retried or resumed, its answer checked.
+
+``Exchange.request`` is a JSON request and ``Exchange.stream`` an SSE tool
+call; both are generators of steps (see ``_steps``) that the sync and async
+drivers perform, with time from a clock the driver passes in. Here live the
+decisions both drivers share: what to retry (429/502/503/504 and dropped
+connections, never a 500, and not a refused connection: nothing listens, so
+waiting only delays the error), when a tool call may be sent again (only when
+it surely never ran, or by its ``task_id`` once acknowledged), where a
+redirect may lead and which headers may follow it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import urljoin
+
+from ors_gym.backends.http._codec import (
+    build_headers,
+    decode_json,
+    encode_json,
+    error_detail,
+    status_error,
+)
+from ors_gym.backends.http._retry import SAFE_BEFORE_ACK, RetryBudget, RetryHint, retry_hint
+from ors_gym.backends.http._settings import Settings, Where, origin, url_of
+from ors_gym.backends.http._sse import HEARTBEAT_S, StreamAssembler
+from ors_gym.backends.http._steps import (
+    MISSING,
+    Answer,
+    Failure,
+    Fetch,
+    Op,
+    Sleep,
+    Stream,
+    Streamed,
+)
+from ors_gym.errors import (
+    OrsConnectionError,
+    OrsError,
+    OrsProtocolError,
+    OrsTimeoutError,
+    OrsToolError,
+    redact_url,
+)
+
+__all__ = ["MAX_REDIRECTS", "REDIRECTS", "Exchange"]
+
+#: Redirect statuses followed (the SDK answers 308 for an unknown environment path).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+#: Headers that never follow a redirect to another origin (credentials, secrets).
+_CREDENTIALS = frozenset({"authorization", "x-api-key", "x-secrets", "cookie"})
+
+logger = logging.getLogger("ors_gym.http")
+
+
+class Exchange:
+    """Requests to one server, as sans-IO generators; ``Ops`` builds the endpoints on it.
+
+    ``clock`` is the driver's monotonic clock (seconds).
+    """
+
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        self.settings = settings
+        self.clock = clock
+
+    @property
+    def location(self) -> str:
+        return self.settings.location
+
+    def where(
+        self, env_name: str | None = None, session_id: str | None = None, tool: str | None = None
+    ) -> Where:
+        return Where(self.settings.location, env_name, session_id, tool)
+
+    def headers(
+        self, session_id: str | None, secrets: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """Every header of a request: the user's, auth, API key, session id, secrets."""
+        s = self.settings
+        return build_headers(api_key=s.api_key, session_id=session_id, secrets=secrets,
+                             extra=dict(s.headers), basic_auth=s.basic_auth)
+
+    def _budget(self, max_retries: int | None = None) -> RetryBudget:
+        s = self.settings
+        return RetryBudget(
+            max_retries=s.max_retries if max_retries is None else max_retries,
+            backoff=s.backoff,
+            starting_ride_out=s.starting_ride_out,
+            started=self.clock(),
+        )
+
+    # -- one JSON request ---------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        where: Where,
+        body: Any = None,
+        session: bool = False,
+        secrets: Mapping[str, str] | None = None,
+        fallback: frozenset[int] = frozenset(),
+        max_retries: int | None = None,
+        timeout: float | None = None,
+    ) -> Op[Any]:
+        """One JSON request with retries; returns the decoded answer.
+
+        Answers with a status in ``fallback`` return ``MISSING`` instead of raising.
+        Every request used here is idempotent (``/create`` carries a client-made
+        session id), so a dropped connection is retried; a timeout is not (the
+        server is slow, and asking again would not help), nor a refused connection.
+        """
+        s = self.settings
+        headers = self.headers(where.session_id, secrets)
+        content = None if body is None else encode_json(body, what=what)
+        budget = self._budget(max_retries)
+        limit = s.timeout if timeout is None else timeout
+        target, hops = path, 0
+        while True:
+            hint: RetryHint | None = None
+            check = _TotalTime(self, self.clock() + limit, limit, what, where)
+            reply = yield Fetch(method, target, headers, content, timeout, what, where,
+                                s.max_response_bytes, check)
+            if isinstance(reply, Failure):
+                if reply.kind in ("read_timeout", "timeout"):
+                    raise self.timeout_error(what, where, reply)
+                failure: OrsError = self.transport_error(what, where, reply)
+                if reply.kind == "refused":
+                    raise failure
+            else:
+                assert isinstance(reply, Answer), reply
+                status = reply.status
+                _log(method, target, status, reply.elapsed)
+                moved = self._redirect(reply, target, hops, headers, what, where)
+                if moved is not None:
+                    (target, headers), hops = moved, hops + 1
+                    continue
+                if 200 <= status < 300:
+                    return decode_json(
+                        reply.body, reply.headers.get("content-type", ""), what=what, where=where
+                    )
+                if status in fallback:
+                    return MISSING
+                failure = status_error(
+                    status, error_detail(reply.body), what=what, where=where, session=session
+                )
+                hint = retry_hint(status, reply.headers)
+                if hint is None:
+                    raise failure
+            delay = budget.next_delay(hint, self.clock())
+            if delay is None:
+                raise failure
+            logger.debug("%s %s: retry %d in %.2f s (%s)", method, path, budget.attempts,
+                         delay, failure.message)
+            yield Sleep(delay)
+
+    # -- one SSE tool call ----------------------------------------------------------------
+
+    def stream(self, path: str, body: dict[str, Any], *, what: str, where: Where) -> Op[Any]:
+        """POST a ``/call``-style request and reassemble its SSE answer, resuming drops.
+
+        Once the server acknowledged the call (``task_id`` event), a dropped stream
+        is re-POSTed with that id and the server replays or awaits the one run.
+        Before that, the request is resent only if it surely never ran (429, 503,
+        a connection that timed out): otherwise the tool may have run. A refused
+        connection before the acknowledgement fails at once.
+        """
+        s = self.settings
+        headers = self.headers(where.session_id)
+        budget = self._budget()
+        deadline = None if s.call_timeout is None else self.clock() + s.call_timeout
+        task_id: str | None = None
+        target, hops = path, 0
+        while True:
+            hint: RetryHint | None = None
+            safe = False  # the failure proves the call did not run
+            read_timeout = HEARTBEAT_S
+            if deadline is not None:
+                read_timeout = min(read_timeout, max(deadline - self.clock(), 0.001))
+            sent_task_id = task_id
+            sink = StreamAssembler(
+                max_bytes=s.max_response_bytes,
+                what=what,
+                where=where,
+                deadline=None if deadline is None else _Deadline(self, deadline, what, where),
+            )
+            content = encode_json({**body, "task_id": sent_task_id}, what=what)
+            reply = yield Stream(target, headers, content, read_timeout, sink, what, where)
+            task_id = sink.task_id or task_id
+            if isinstance(reply, Streamed):
+                _log("POST", target, 200, reply.elapsed)
+                if sink.done:
+                    return self._finish_stream(sink, sent_task_id, what, where)
+                failure: OrsError = OrsConnectionError(
+                    f"{what}: the stream ended before its result", **where.kw()
+                )
+            elif isinstance(reply, Answer):
+                _log("POST", target, reply.status, reply.elapsed)
+                moved = self._redirect(reply, target, hops, headers, what, where)
+                if moved is not None:  # a redirect answer: the call did not run
+                    (target, headers), hops = moved, hops + 1
+                    continue
+                failure = status_error(
+                    reply.status, error_detail(reply.body), what=what, where=where, session=True
+                )
+                hint = retry_hint(reply.status, reply.headers)
+                if hint is None:
+                    raise failure
+                safe = reply.status in SAFE_BEFORE_ACK
+            else:
+                assert isinstance(reply, Failure), reply
+                if deadline is not None:
+                    self.check_deadline(deadline, what, where)
+                if reply.kind == "read_timeout":
+                    failure = OrsConnectionError(
+                        f"{what}: the stream went silent for {read_timeout:.0f} s although "
+                        "the server pings every 10 s",
+                        **where.kw(),
+                    )
+                else:
+                    failure = self.transport_error(what, where, reply)
+                if reply.kind == "refused" and task_id is None:
+                    raise failure
+                safe = reply.not_sent
+            if task_id is None and not safe:
+                if hint is not None:
+                    raise failure  # a 502/504 before the acknowledgement: it may have run
+                raise OrsConnectionError(
+                    f"{failure.message}; the server had not acknowledged the call, so "
+                    "ors_gym cannot know whether the tool ran and does not resend it "
+                    "(it could run twice); the episode's state is uncertain, call reset()",
+                    **where.kw(),
+                )
+            delay = budget.next_delay(hint, self.clock())
+            if delay is None:
+                raise failure
+            if deadline is not None:
+                delay = min(delay, max(deadline - self.clock(), 0.0))
+            logger.debug("POST %s: %s; %s in %.2f s", path, failure.message,
+                         "resuming" if task_id else "retrying", delay)
+            yield Sleep(delay)
+
+    def _finish_stream(
+        self, sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where
+    ) -> Any:
+        if sink.error is None:
+            return sink.result()
+        if sent_task_id is not None and sink.error.strip() == "unknown task_id":
+            raise OrsConnectionError(
+                f"{what}: the stream dropped and the server no longer knows call "
+                f"{sent_task_id} (it restarted, or the result expired 60 s after the tool "
+                "finished); the tool may have run, call reset()",
+                **where.kw(),
+            )
+        raise OrsToolError(
+            f"{what} raised on the server: {sink.error}. The tool raised on the "
+            "server; this is a bug in the environment, not the agent",
+            **where.kw(),
+        )
+
+    def _redirect(
+        self, reply: Answer, current: str, hops: int, headers: dict[str, str], what: str,
+        where: Where,
+    ) -> tuple[str, dict[str, str]] | None:
+        """Where a redirect answer leads, and the headers to send there; None if no redirect.
+
+        Redirects within the server keep every header. One to another origin
+        drops the credentials (API key, secrets, auth, the user's headers), so
+        they reach only the server they were meant for.
+        """
+        location = reply.headers.get("location") if reply.status in REDIRECTS else None
+        if not location:
+            return None
+        url = urljoin(url_of(self.location, current), location.strip())
+        if hops >= MAX_REDIRECTS:
+            raise OrsProtocolError(
+                f"{what}: the server redirected more than {MAX_REDIRECTS} times, last to "
+                f"{redact_url(url)} (a redirect loop?); check the base URL",
+                **where.kw(),
+            )
+        if not url.startswith(("http://", "https://")):
+            raise OrsProtocolError(
+                f"{what}: the server redirected to {redact_url(url)!r}, not an http(s) URL",
+                **where.kw(),
+            )
+        base = self.location
+        if origin(url) != origin(base):
+            extra = {name.lower() for name, _ in self.settings.headers}
+            dropped = _CREDENTIALS | extra
+            logger.debug("%s: redirected to another origin (%s); credentials not sent there",
+                         what, redact_url(url))
+            return url, {k: v for k, v in headers.items() if k.lower() not in dropped}
+        if url == base or url.startswith(base + "/"):
+            return url[len(base):] or "/", headers
+        return url, headers
+
+    # -- errors for requests that got no answer -------------------------------------------
+
+    def transport_error(self, what: str, where: Where, failure: Failure) -> OrsConnectionError:
+        """The error for a request that got no answer (refused, timed out, dropped)."""
+        s = self.settings
+        if failure.kind == "connect_timeout":
+            return OrsTimeoutError(
+                f"cannot reach the ORS server at {s.location}: no connection within "
+                f"connect_timeout={s.connect_timeout} s; is it running? raise "
+                f"{s.owner}(connect_timeout=...) for a slow network",
+                **where.kw(),
+            )
+        if failure.kind == "refused":
+            return OrsConnectionError(
+                f"cannot reach the ORS server at {s.location}: {failure.detail}; is it "
+                "running? start one with `ors-gym serve`",
+                **where.kw(),
+            )
+        return OrsConnectionError(
+            f"{what}: the connection to {s.location} failed "
+            f"({failure.error_type}: {failure.detail})",
+            **where.kw(),
+        )
+
+    def timeout_error(self, what: str, where: Where, failure: Failure) -> OrsTimeoutError:
+        """The error for a request whose answer did not come within ``timeout``."""
+        s = self.settings
+        return OrsTimeoutError(
+            f"{what}: no answer from {s.location} within timeout={s.timeout} s "
+            f"({failure.error_type}); raise {s.owner}(timeout=...) if the server is slow",
+            **where.kw(),
+        )
+
+    def check_deadline(self, deadline: float, what: str, where: Where) -> None:
+        """Raise OrsTimeoutError once a tool call's ``call_timeout`` has passed."""
+        if self.clock() >= deadline:
+            s = self.settings
+            raise OrsTimeoutError(
+                f"{what} did not finish within call_timeout={s.call_timeout} s; the tool may "
+                f"still be running on the server. Raise {s.owner}(call_timeout=...) or pass "
+                "None to wait as long as the server keeps the stream alive",
+                **where.kw(),
+            )
+
+
+class _TotalTime:
+    """The check a ``BodyReader`` runs after each piece: the request's time is up."""
+
+    __slots__ = ("deadline", "exchange", "limit", "what", "where")
+
+    def __init__(
+        self, exchange: Exchange, deadline: float, limit: float, what: str, where: Where
+    ) -> None:
+        self.exchange = exchange
+        self.deadline = deadline
+        self.limit = limit
+        self.what = what
+        self.where = where
+
+    def __call__(self) -> None:
+        if self.exchange.clock() >= self.deadline:
+            s = self.exchange.settings
+            raise OrsTimeoutError(
+                f"{self.what}: the answer from {s.location} was still arriving after "
+                f"timeout={self.limit} s; raise {s.owner}(timeout=...) if the server is slow",
+                **self.where.kw(),
+            )
+
+
+class _Deadline:
+    """The ``call_timeout`` check a ``StreamAssembler`` runs after each piece."""
+
+    __slots__ = ("deadline", "exchange", "what", "where")
+
+    def __init__(self, exchange: Exchange, deadline: float, what: str, where: Where) -> None:
+        self.exchange = exchange
+        self.deadline = deadline
+        self.what = what
+        self.where = where
+
+    def __call__(self) -> None:
+        self.exchange.check_deadline(self.deadline, self.what, self.where)
+
+
+def _log(method: str, path: str, status: int, elapsed: float) -> None:
+    shown = redact_url(path) if path.startswith(("http://", "https://")) else path
+    logger.debug("%s %s -> %d in %.1f ms", method, shown, status, elapsed * 1000)

@@ -1,0 +1,272 @@
+"""The ORS endpoints a backend offers, each written once as a sans-IO operation.
+
+Every method returns an ``Op`` generator (see ``_steps``): ``HttpBackend``
+drives it with blocking httpx, ``AsyncHttpBackend`` on asyncio, so both have
+the same requests, retries, errors and parsed results. What is remembered
+between calls (the server's environment names, whether it has ``/messages``)
+is per backend. Wire details: /work/shared/ors-protocol.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ors_gym.backends.http._exchange import Exchange
+from ors_gym.backends.http._settings import Settings
+from ors_gym.backends.http._steps import MISSING, Op
+from ors_gym.errors import (
+    OrsConnectionError,
+    OrsProtocolError,
+    OrsRequestError,
+    OrsSessionExpired,
+    error_for_status,
+)
+from ors_gym.protocol import (
+    Block,
+    CallResult,
+    GroupScore,
+    ListToolsOutput,
+    Message,
+    Split,
+    check_task_source,
+    parse,
+)
+
+__all__ = ["Ops"]
+
+logger = logging.getLogger("ors_gym.http")
+
+
+class Ops(Exchange):
+    """The ORS client protocol as sans-IO operations, shared by both HTTP backends.
+
+    Each public method returns an ``Op`` generator; a driver runs it with
+    ``send`` until ``StopIteration`` carries the result.
+    """
+
+    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+        super().__init__(settings, clock)
+        self.env_names: list[str] | None = None
+        self.messages_missing = False
+
+    # -- discovery ---------------------------------------------------------------------------
+
+    def _get(self, path: str) -> Op[Any]:
+        return self.request("GET", path, what=f"GET {path}", where=self.where())
+
+    def health(self) -> Op[dict[str, Any]]:
+        """``/health``: ``{"status": "ok"}`` when the server is up."""
+        answer = yield from self._get("/health")
+        return dict(parse(dict[str, Any], answer, what="/health answer", where=self.location))
+
+    def version(self) -> Op[dict[str, Any]]:
+        """``/version``: the server SDK's ``version`` and ``build_sha``."""
+        answer = yield from self._get("/version")
+        return dict(parse(dict[str, Any], answer, what="/version answer", where=self.location))
+
+    def list_environments(self) -> Op[list[str]]:
+        """Environment names, lower-cased; the first is the default. Cached."""
+        names = self.env_names
+        if names is None:
+            answer = yield from self._get("/list_environments")
+            names = parse(list[str], answer, what="/list_environments answer",
+                          where=self.location)
+            names = self.env_names = [name.lower() for name in names]
+        return list(names)
+
+    def env(self, env_name: str) -> Op[str]:
+        """The path segment for ``env_name``; raises OrsRequestError if the server lacks it.
+
+        The server redirects unknown names to its default environment, which would
+        end in a generic 404, so names are checked against ``/list_environments``.
+        """
+        if not isinstance(env_name, str) or not env_name:
+            raise OrsRequestError(
+                f"environment name must be a non-empty str, got {env_name!r}",
+                server=self.location,
+            )
+        key = env_name.lower()
+        names = self.env_names
+        if names is not None and key in names:  # the hot path: nothing to ask
+            return key
+        names = yield from self.list_environments()
+        if key in names:
+            return key
+        self.env_names = None  # the server may have restarted with other environments
+        names = yield from self.list_environments()
+        if key in names:
+            return key
+        raise error_for_status(
+            404, f"unknown environment {env_name!r}; this server has: "
+            f"{', '.join(names) or '(none)'}", server=self.location, env_name=env_name,
+        )
+
+    def tools(self, env_name: str) -> Op[ListToolsOutput]:
+        """The environment's shared tools and its terminal tool."""
+        env = yield from self.env(env_name)
+        answer = yield from self.request("GET", f"/{env}/tools", what=f"GET /{env}/tools",
+                                         where=self.where(env))
+        return parse(ListToolsOutput, answer, what=f"/{env}/tools answer", where=self.location)
+
+    def splits(self, env_name: str) -> Op[list[Split]]:
+        """The task splits, in the server's order."""
+        env = yield from self.env(env_name)
+        answer = yield from self.request("GET", f"/{env}/splits", what=f"GET /{env}/splits",
+                                         where=self.where(env))
+        return parse(list[Split], answer, what=f"/{env}/splits answer", where=self.location)
+
+    def _post_field(self, env: str, endpoint: str, body: dict[str, Any], key: str) -> Op[Any]:
+        what = f"POST /{env}/{endpoint}"
+        answer = yield from self.request("POST", f"/{env}/{endpoint}", what=what,
+                                         where=self.where(env), body=body)
+        if not isinstance(answer, dict) or key not in answer:
+            raise OrsProtocolError(
+                f"malformed {what} answer: no {key!r} field", server=self.location, env_name=env
+            )
+        return answer[key]
+
+    def tasks(self, env_name: str, split: str) -> Op[list[dict[str, Any]]]:
+        """Every task of ``split``; raises OrsRequestError for index-only environments."""
+        env = yield from self.env(env_name)
+        tasks = yield from self._post_field(env, "tasks", {"split": split}, "tasks")
+        return parse(list[dict[str, Any]], tasks, what=f"/{env}/tasks answer",
+                     where=self.location)
+
+    def num_tasks(self, env_name: str, split: str) -> Op[int]:
+        """How many tasks ``split`` has."""
+        env = yield from self.env(env_name)
+        count = yield from self._post_field(env, "num_tasks", {"split": split}, "num_tasks")
+        return int(parse(int, count, what=f"/{env}/num_tasks answer", where=self.location))
+
+    def task(self, env_name: str, split: str, index: int) -> Op[dict[str, Any]]:
+        """Task ``index`` of ``split`` (negative counts from the end)."""
+        env = yield from self.env(env_name)
+        task = yield from self._post_field(env, "task", {"split": split, "index": index}, "task")
+        return dict(parse(dict[str, Any], task, what=f"/{env}/task answer", where=self.location))
+
+    def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> Op[list[dict[str, Any]]]:
+        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
+        env = yield from self.env(env_name)
+        body = {"split": split, "start": start, "stop": stop}
+        tasks = yield from self._post_field(env, "task_range", body, "tasks")
+        return parse(list[dict[str, Any]], tasks, what=f"/{env}/task_range answer",
+                     where=self.location)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> Op[str]:
+        """Open a session for a task; returns its id (a uuid4 made here, which the
+        protocol allows, saving the ``/create_session`` round trip)."""
+        check_task_source(task_spec, split, index)
+        env = yield from self.env(env_name)
+        sid = str(uuid.uuid4())
+        body: dict[str, Any] = {"env_name": env}
+        if task_spec is not None:
+            body["task_spec"] = dict(task_spec)
+        else:
+            body.update(split=split, index=index)
+        try:
+            yield from self.request("POST", "/create", what=f"create a {env} session",
+                                    where=self.where(env, sid), body=body, secrets=secrets)
+        except OrsRequestError as exc:
+            # Only a resent /create whose first attempt got through meets our own uuid4.
+            if exc.status_code != 400 or "already exists" not in exc.message:
+                raise
+        return sid
+
+    def _session_get(self, env: str, endpoint: str, session_id: str) -> Op[Any]:
+        return self.request("GET", f"/{env}/{endpoint}", what=f"GET /{env}/{endpoint}",
+                            where=self.where(env, session_id), session=True)
+
+    def prompt(self, env_name: str, session_id: str) -> Op[list[Block]]:
+        """The first observation, as blocks."""
+        env = yield from self.env(env_name)
+        answer = yield from self._session_get(env, "prompt", session_id)
+        return parse(list[Block], answer, what=f"/{env}/prompt answer", where=self.location)
+
+    def messages(self, env_name: str, session_id: str) -> Op[list[Message]]:
+        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
+        env = yield from self.env(env_name)
+        if not self.messages_missing:
+            answer = yield from self.request(
+                "GET", f"/{env}/messages", what=f"GET /{env}/messages",
+                where=self.where(env, session_id), session=True,
+                fallback=frozenset({404, 405}),
+            )
+            if answer is not MISSING:
+                return parse(list[Message], answer, what=f"/{env}/messages answer",
+                             where=self.location)
+        blocks = yield from self.prompt(env, session_id)  # OrsSessionExpired if that was the 404
+        if not self.messages_missing:
+            logger.debug("%s has no /messages; using /prompt from now on", self.location)
+            self.messages_missing = True
+        return [Message(role="user", blocks=list(blocks))]
+
+    def task_tools(self, env_name: str, session_id: str) -> Op[ListToolsOutput]:
+        """Shared tools plus this task's own tools."""
+        env = yield from self.env(env_name)
+        answer = yield from self._session_get(env, "task_tools", session_id)
+        return parse(ListToolsOutput, answer, what=f"/{env}/task_tools answer",
+                     where=self.location)
+
+    def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> Op[CallResult]:
+        """One tool call; agent mistakes are ``RunToolError``, a raising tool OrsToolError."""
+        env = yield from self.env(env_name)
+        answer = yield from self.stream(
+            f"/{env}/call",
+            {"name": name, "input": dict(arguments)},
+            what=f"tool call {name!r}",
+            where=self.where(env, session_id, name),
+        )
+        return parse(CallResult, answer, what=f"/{env}/call result", where=self.location)
+
+    def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> Op[list[GroupScore]]:
+        """Score candidate transcripts, index-aligned."""
+        env = yield from self.env(env_name)
+        answer = yield from self.stream(
+            f"/{env}/score_group",
+            {"candidates": [dict(c) for c in candidates]},
+            what="score_group",
+            where=self.where(env, session_id),
+        )
+        if not isinstance(answer, dict) or "scores" not in answer:
+            raise OrsProtocolError("malformed /score_group result: no 'scores' field",
+                                   server=self.location, env_name=env, session_id=session_id)
+        return parse(list[GroupScore], answer["scores"], what="/score_group result",
+                     where=self.location)
+
+    def delete(
+        self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None
+    ) -> Op[None]:
+        """End the session; a session (or server) already gone is not an error."""
+        try:
+            yield from self.request("POST", "/delete", what="delete the session",
+                                    where=self.where(session_id=session_id), session=True,
+                                    max_retries=max_retries, timeout=timeout)
+        except (OrsSessionExpired, OrsConnectionError) as exc:
+            logger.debug("delete of session %s skipped: %s", session_id, exc.message)
+
+    def ping(
+        self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None
+    ) -> Op[None]:
+        """Keep the session alive; raises OrsSessionExpired once it is gone."""
+        yield from self.request("POST", "/ping", what="ping the session",
+                                where=self.where(session_id=session_id), session=True,
+                                max_retries=max_retries, timeout=timeout)

@@ -1,0 +1,92 @@
+"""When a request is sent again, and after how long.
+
+As in the reference client: 429, 502, 503 and 504 are retried with
+exponential backoff, honouring ``Retry-After``; a 503 "starting" (the
+environment's ``setup()`` still runs) is ridden out without spending
+retries; a 500 is never retried, since the same request gets the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "MAX_DELAY",
+    "RETRY_STATUSES",
+    "SAFE_BEFORE_ACK",
+    "STARTING_POLL",
+    "RetryBudget",
+    "RetryHint",
+    "parse_retry_after",
+    "retry_hint",
+]
+
+#: Statuses a gateway or a starting server answers; retried with backoff (never 500).
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: Of those, the ones that prove a request was refused unprocessed, so even a
+#: tool call that was never acknowledged may be sent again. A 502/504 may come
+#: after the server received the call, so a tool call is not resent on them.
+SAFE_BEFORE_ACK = frozenset({429, 503})
+#: Cap on one backoff sleep, whatever Retry-After says.
+MAX_DELAY = 30.0
+#: Poll interval for a "starting" 503 without Retry-After (the SDK sends 2).
+STARTING_POLL = 2.0
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header; only the delta-seconds form is honoured."""
+    if value is None:
+        return None
+    value = value.strip()
+    return float(value) if value.isdigit() else None
+
+
+@dataclass(frozen=True)
+class RetryHint:
+    """Why a request may be sent again: the server's Retry-After and "starting" flag."""
+
+    retry_after: float | None = None
+    starting: bool = False
+
+
+def retry_hint(status: int, headers: Mapping[str, str]) -> RetryHint | None:
+    """A hint if ``status`` is retryable (429/502/503/504), else None (never a 500)."""
+    if status not in RETRY_STATUSES:
+        return None
+    return RetryHint(
+        retry_after=parse_retry_after(headers.get("retry-after")),
+        starting=status == 503 and headers.get("x-backend-state", "").lower() == "starting",
+    )
+
+
+@dataclass
+class RetryBudget:
+    """How long to keep retrying one request, as in the reference client.
+
+    Each failure spends one of ``max_retries`` (waiting ``backoff`` doubled per
+    retry, or the server's Retry-After), except a 503 "starting" answer (the
+    environment's ``setup()`` is still running): those are ridden out until
+    ``starting_ride_out`` seconds after the first attempt, spending nothing.
+    """
+
+    max_retries: int
+    backoff: float
+    starting_ride_out: float
+    started: float
+    attempts: int = 0
+
+    def next_delay(self, hint: RetryHint | None, now: float) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up."""
+        retry_after = hint.retry_after if hint is not None else None
+        if hint is not None and hint.starting:
+            remaining = self.starting_ride_out - (now - self.started)
+            if remaining <= 0:
+                return None
+            delay = STARTING_POLL if retry_after is None else retry_after
+            return max(0.0, min(delay, MAX_DELAY, remaining))
+        self.attempts += 1
+        if self.attempts > self.max_retries:
+            return None
+        delay = self.backoff * 2 ** (self.attempts - 1) if retry_after is None else retry_after
+        return max(0.0, min(delay, MAX_DELAY))

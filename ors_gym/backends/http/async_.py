@@ -1,0 +1,385 @@
+"""``AsyncHttpBackend``: the ORS protocol over HTTP and SSE on asyncio.
+
+The async twin of ``HttpBackend``: the same methods as coroutines, with the
+same retries, resumes, errors and results, because both perform the steps of
+the same sans-IO operations (``_ops.Ops``); only the I/O differs. Many
+sessions share one pooled ``httpx.AsyncClient``: ``OrsVectorEnv`` steps N
+sessions concurrently on one event loop through it, and may hand one client to
+the backends of several servers (see ``_pool``).
+
+The client is made on first use inside the running loop (an ``AsyncClient``
+belongs to the loop it first ran on) and made again if the backend is later
+used from another loop. Open sessions are pinged by a task on that loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import httpx
+
+from ors_gym.backends.http._codec import require_sse
+from ors_gym.backends.http._httpx import (
+    BACKGROUND_TIMEOUT_S,
+    SSE_HEADERS,
+    adrain,
+    failure_of,
+    fetch_timeout,
+    stream_timeout,
+)
+from ors_gym.backends.http._ops import Ops
+from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
+from ors_gym.backends.http._settings import configure, url_of
+from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
+from ors_gym.errors import OrsError, OrsSessionExpired
+from ors_gym.protocol import (
+    Block,
+    CallResult,
+    GroupScore,
+    ListToolsOutput,
+    Message,
+    Split,
+)
+
+__all__ = ["AsyncHttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]
+
+logger = logging.getLogger("ors_gym.http")
+
+_T = TypeVar("_T")
+
+
+class AsyncHttpBackend:
+    """Talks to an ORS server from asyncio code; every method is a coroutine.
+
+    The settings are ``HttpBackend``'s (see there). ``client`` is an
+    ``httpx.AsyncClient`` to share with other backends (this backend then
+    neither configures nor closes it; make one with ``pooled_client``);
+    without it the backend makes its own, keeping up to
+    ``max_keepalive_connections`` idle connections (``max_connections``
+    bounds all of them; None: no bound).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        connect_timeout: float = 5.0,
+        call_timeout: float | None = None,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+        starting_ride_out: float = 600.0,
+        keepalive_interval: float | None = 30.0,
+        max_response_bytes: int = 64 * 1024 * 1024,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        max_connections: int | None = None,
+        max_keepalive_connections: int | None = 100,
+    ) -> None:
+        self.settings = configure(
+            "AsyncHttpBackend", base_url, keepalive_interval=keepalive_interval,
+            headers=headers, api_key=api_key, timeout=timeout, connect_timeout=connect_timeout,
+            call_timeout=call_timeout, max_retries=max_retries, backoff=backoff,
+            starting_ride_out=starting_ride_out, max_response_bytes=max_response_bytes,
+        )
+        self.base_url = self.location = self.settings.location
+        self.headers = dict(headers or {})
+        self.keepalive_interval = keepalive_interval
+        self.max_connections = max_connections
+        self.max_keepalive_connections = max_keepalive_connections
+        self._ops = Ops(self.settings, time.monotonic)
+        self._shared_client = client
+        self._init_runtime()
+
+    def _init_runtime(self) -> None:
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._open: set[str] = set()
+        self._keepalive: asyncio.Task[None] | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for key in ("_client", "_client_loop", "_open", "_keepalive", "_shared_client"):
+            state.pop(key, None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._shared_client = None
+        self._init_runtime()
+
+    def __repr__(self) -> str:
+        return f"AsyncHttpBackend({self.location!r})"
+
+    async def __aenter__(self) -> AsyncHttpBackend:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def open_sessions(self) -> frozenset[str]:
+        """Ids of the sessions this backend opened and has not deleted (kept alive)."""
+        return frozenset(self._open)
+
+    # -- transport: perform the core's steps --------------------------------------------
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._shared_client is not None:
+            return self._shared_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            # A client from another (finished) loop cannot be used or closed here.
+            self._client = PooledClient(self.max_connections, self.max_keepalive_connections)
+            self._client_loop = loop
+        return self._client
+
+    async def _send(
+        self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
+        timeout: httpx.Timeout,
+    ) -> httpx.Response:
+        """Send one request, its answer unread (the caller closes it).
+
+        With a ``PooledClient`` the request goes straight to its pool (see there).
+        """
+        client = self._http()
+        url = url_of(self.location, path)
+        if isinstance(client, PooledClient):
+            request = httpx.Request(method, url, headers=headers, content=content,
+                                    extensions={"timeout": timeout.as_dict()})
+            response = await client.pool.handle_async_request(request)
+            response.request = request
+            return response
+        request = client.build_request(method, url, headers=headers, content=content,
+                                       timeout=timeout)
+        return await client.send(request, stream=True, follow_redirects=False)
+
+    async def _run(self, op: Op[_T]) -> _T:
+        """Drive one operation to its result, performing each step it yields."""
+        reply: Reply = None
+        try:
+            while True:
+                step = op.send(reply)
+                if isinstance(step, Stream):
+                    reply = await self._stream(step)
+                elif isinstance(step, Fetch):
+                    reply = await self._fetch(step)
+                else:
+                    await asyncio.sleep(step.seconds)
+                    reply = None
+        except StopIteration as done:
+            return done.value
+        finally:
+            op.close()
+
+    async def _fetch(self, step: Fetch) -> Answer | Failure:
+        started = time.monotonic()
+        try:
+            response = await self._send(step.method, step.path, step.headers, step.content,
+                                        fetch_timeout(step, self.settings))
+            try:
+                return await _read(response, step, started)
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            return failure_of(exc)
+
+    async def _stream(self, step: Stream) -> Answer | Streamed | Failure:
+        started = time.monotonic()
+        try:
+            response = await self._send("POST", step.path, {**step.headers, **SSE_HEADERS},
+                                        step.content, stream_timeout(step, self.settings))
+            try:
+                if response.status_code != 200:
+                    return await _read(response, step, started)
+                require_sse(response.headers.get("content-type", ""), step.what, step.where)
+                step.sink.start(response.headers.get("content-encoding", ""))
+                pieces = response.aiter_raw()
+                async for raw in pieces:
+                    if step.sink.feed_bytes(raw):
+                        await adrain(pieces)
+                        break
+            finally:
+                await response.aclose()
+        except httpx.TransportError as exc:
+            return failure_of(exc)
+        return Streamed(time.monotonic() - started)
+
+    # -- discovery ------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """``/health``: ``{"status": "ok"}`` when the server is up."""
+        return await self._run(self._ops.health())
+
+    async def probe(self, timeout: float = BACKGROUND_TIMEOUT_S) -> None:
+        """One ``/health`` request without retries; raises OrsError if the server is not up."""
+        await self._run(self._ops.request("GET", "/health", what="GET /health",
+                                          where=self._ops.where(), max_retries=0,
+                                          timeout=timeout))
+
+    async def version(self) -> dict[str, Any]:
+        """``/version``: the server SDK's ``version`` and ``build_sha``."""
+        return await self._run(self._ops.version())
+
+    async def list_environments(self) -> list[str]:
+        """Environment names, lower-cased; the first is the default. Cached."""
+        return await self._run(self._ops.list_environments())
+
+    async def tools(self, env_name: str) -> ListToolsOutput:
+        """The environment's shared tools and its terminal tool."""
+        return await self._run(self._ops.tools(env_name))
+
+    async def splits(self, env_name: str) -> list[Split]:
+        """The task splits, in the server's order."""
+        return await self._run(self._ops.splits(env_name))
+
+    async def tasks(self, env_name: str, split: str) -> list[dict[str, Any]]:
+        """Every task of ``split``; raises OrsRequestError for index-only environments."""
+        return await self._run(self._ops.tasks(env_name, split))
+
+    async def num_tasks(self, env_name: str, split: str) -> int:
+        """How many tasks ``split`` has."""
+        return await self._run(self._ops.num_tasks(env_name, split))
+
+    async def task(self, env_name: str, split: str, index: int) -> dict[str, Any]:
+        """Task ``index`` of ``split`` (negative counts from the end)."""
+        return await self._run(self._ops.task(env_name, split, index))
+
+    async def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
+        return await self._run(self._ops.task_range(env_name, split, start, stop))
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+    ) -> str:
+        """Open a session (one episode) for a task; returns its id.
+
+        Give either ``task_spec`` or ``split`` and ``index``.
+        """
+        sid = await self._run(self._ops.create_session(
+            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets
+        ))
+        self._open.add(sid)
+        self._start_keepalive()
+        return sid
+
+    async def prompt(self, env_name: str, session_id: str) -> list[Block]:
+        """The first observation, as blocks. Ask once per episode."""
+        return await self._run(self._ops.prompt(env_name, session_id))
+
+    async def messages(self, env_name: str, session_id: str) -> list[Message]:
+        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
+        return await self._run(self._ops.messages(env_name, session_id))
+
+    async def task_tools(self, env_name: str, session_id: str) -> ListToolsOutput:
+        """Shared tools plus this task's own tools."""
+        return await self._run(self._ops.task_tools(env_name, session_id))
+
+    async def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallResult:
+        """Run one tool call; agent mistakes come back as ``RunToolError``.
+
+        Raises OrsToolError when the tool's own code raised on the server.
+        """
+        return await self._run(self._ops.call(env_name, session_id, name, arguments))
+
+    async def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> list[GroupScore]:
+        """Score candidate transcripts, index-aligned (see ``HttpBackend.score_group``)."""
+        return await self._run(self._ops.score_group(env_name, session_id, candidates))
+
+    async def delete_session(self, session_id: str) -> None:
+        """End the session; idempotent, never raises for an already-gone session."""
+        self._open.discard(session_id)
+        await self._run(self._ops.delete(session_id))
+
+    async def ping(self, session_id: str) -> None:
+        """Keep the session alive; raises OrsSessionExpired once it is gone."""
+        await self._run(self._ops.ping(session_id))
+
+    async def aclose(self) -> None:
+        """Delete open sessions (best effort, concurrently), stop pinging, close connections.
+
+        Safe to call twice; the backend stays usable and reconnects on next use.
+        """
+        task, self._keepalive = self._keepalive, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        sids, self._open = list(self._open), set()
+        if sids and (self._client is not None or self._shared_client is not None):
+            await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.aclose()
+        self._client_loop = None
+
+    async def _delete_quietly(self, sid: str) -> None:
+        try:
+            await self._run(self._ops.delete(sid, max_retries=0, timeout=BACKGROUND_TIMEOUT_S))
+        except OrsError as exc:
+            logger.debug("delete of session %s at close failed: %s", sid, exc.message)
+
+    # -- keepalive ------------------------------------------------------------------
+
+    def _start_keepalive(self) -> None:
+        if self.keepalive_interval is None:
+            return
+        if self._keepalive is not None and not self._keepalive.done():
+            return
+        self._keepalive = asyncio.get_running_loop().create_task(
+            _keepalive_loop(weakref.ref(self), self.keepalive_interval),
+            name=f"ors-keepalive {self.location}",
+        )
+
+    async def _ping_open_sessions(self) -> None:
+        async def ping(sid: str) -> None:
+            try:
+                await self._run(self._ops.ping(sid, max_retries=0, timeout=BACKGROUND_TIMEOUT_S))
+            except OrsSessionExpired:
+                logger.debug("session %s is gone; no longer keeping it alive", sid)
+                self._open.discard(sid)
+            except Exception as exc:  # a missed ping is retried next tick; never end the task
+                logger.debug("keepalive ping of session %s failed: %s", sid, exc)
+
+        await asyncio.gather(*(ping(sid) for sid in list(self._open)))
+
+
+async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -> None:
+    # Holds the backend only weakly, so dropping it without aclose() lets it be collected.
+    while True:
+        await asyncio.sleep(interval)
+        backend = ref()
+        if backend is None:
+            return
+        await backend._ping_open_sessions()
+        del backend
+
+
+async def _read(response: httpx.Response, step: Fetch | Stream, started: float) -> Answer:
+    """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
+    reader = step.reader(response.headers.get("content-encoding", ""))
+    async for raw in response.aiter_raw():
+        reader.feed(raw)
+    return Answer(response.status_code, response.headers, reader.value(),
+                  time.monotonic() - started)
