@@ -8,14 +8,13 @@ and ``ors/Remote-v0`` for any server; ``OrsEnv`` is the environment itself,
 
 from __future__ import annotations
 
-from ors_gym._secret import Secret
 from ors_gym.actions import ParsedAction, ToolCall, parse_action
 from ors_gym.async_env import AsyncOrsEnv
-from ors_gym.backends.async_http import AsyncHttpBackend
 from ors_gym.backends.base import AsyncBackend, Backend
-from ors_gym.backends.http import HttpBackend
+from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.backends.local import AsyncLocalBackend, LocalBackend
-from ors_gym.env import Elapsed, OrsEnv, make_backend
+from ors_gym.catalog import Catalog
+from ors_gym.env import OrsEnv, make_backend
 from ors_gym.errors import (
     OrsActionError,
     OrsConnectionError,
@@ -32,8 +31,10 @@ from ors_gym.errors import (
 from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import decode_blocks
 from ors_gym.registration import register_bundled, register_server
+from ors_gym.secret import Secret
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
+from ors_gym.turn import Elapsed
 from ors_gym.vector import OrsVectorEnv, make_env_fns
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ __all__ = [
     "AsyncLocalBackend",
     "AsyncOrsEnv",
     "Backend",
+    "Catalog",
     "Elapsed",
     "EnvSettings",
     "HttpBackend",

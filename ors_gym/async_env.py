@@ -3,7 +3,7 @@
 The data flow of a step::
 
     action (str | dict) -> actions.parse_action -> ToolCall list, or a plain message
-      -> _step.Turn: tool calls in order | the terminal tool | the no-tool-call policy
+      -> turn.Turn: tool calls in order | the terminal tool | the no-tool-call policy
       -> await backend.call -> RunToolSuccess | RunToolError (protocol models)
       -> observations.decode_blocks -> (obs, reward, terminated, truncated, info)
 
@@ -27,15 +27,15 @@ from typing import Any
 
 from gymnasium.utils import seeding
 
-from ors_gym._catalog import Catalog, check_reset_options
-from ors_gym._secret import reveal
-from ors_gym._step import RECOVERABLE, Turn, reset_result
 from ors_gym.actions import ParsedAction, parse_action
 from ors_gym.backends.base import AsyncBackend
+from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, tools_as
 from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
+from ors_gym.secret import reveal
 from ors_gym.settings import EnvSettings
+from ors_gym.turn import RECOVERABLE, Turn, reset_result
 
 __all__ = ["AsyncOrsEnv", "make_async_backend"]
 
@@ -49,7 +49,7 @@ def make_async_backend(
 ) -> AsyncBackend:
     """The async backend for ``base_url`` (HTTP) or ``env_class`` (in-process); URL first."""
     if base_url is not None:
-        from ors_gym.backends.async_http import AsyncHttpBackend
+        from ors_gym.backends.http import AsyncHttpBackend
 
         _check_url(base_url)
         return AsyncHttpBackend(

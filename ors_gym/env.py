@@ -19,17 +19,17 @@ import gymnasium as gym
 import numpy as np
 
 from ors_gym import _cleanup
-from ors_gym._catalog import check_reset_options
 from ors_gym._drive import Awaiting, run_blocking
-from ors_gym._secret import redact_kwargs, reveal
-from ors_gym._step import Elapsed, Turn
 from ors_gym.async_env import NO_ENVIRONMENT, AsyncOrsEnv, class_env_name
 from ors_gym.backends.base import Backend
+from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
 from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
+from ors_gym.secret import redact_kwargs, reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
+from ors_gym.turn import Elapsed, Turn
 
 __all__ = ["Elapsed", "OrsEnv", "make_backend"]
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from ors_gym._secret import Secret
 from ors_gym.errors import redact_url
+from ors_gym.secret import Secret
 
 __all__ = [
     "BUNDLED_MAX_STEPS",

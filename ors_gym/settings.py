@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ors_gym._secret import Secret, reveal
 from ors_gym.observations import DEFAULT_MAX_PIXELS
+from ors_gym.secret import Secret, reveal
 
 __all__ = ["EnvSettings", "NoToolCallPolicy", "OnErrorPolicy"]
 

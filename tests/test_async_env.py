@@ -14,7 +14,7 @@ import pytest
 from openreward.environments import Environment, Split, TextBlock, ToolOutput, tool
 
 from ors_gym import AsyncHttpBackend, AsyncLocalBackend, AsyncOrsEnv, OrsEnv
-from ors_gym.backends.async_http import pooled_client
+from ors_gym.backends.http import pooled_client
 from ors_gym.envs.gridworld import GridWorld
 from ors_gym.envs.math import Math
 from ors_gym.serving import ServerThread

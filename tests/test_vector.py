@@ -20,8 +20,7 @@ import pytest
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import ors_gym
-from ors_gym.backends.async_http import AsyncHttpBackend
-from ors_gym.backends.http import HttpBackend
+from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.envs.echo import Echo
 from ors_gym.envs.latency import Latency
 from ors_gym.errors import (

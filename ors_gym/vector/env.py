@@ -32,16 +32,16 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 
 from ors_gym import _cleanup
-from ors_gym._catalog import Catalog, check_reset_options
-from ors_gym._secret import redact_kwargs, reveal
-from ors_gym._step import Turn
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
 from ors_gym.backends.base import AsyncBackend
+from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsConnectionError, OrsError
 from ors_gym.observations import empty_observation, observation_space
 from ors_gym.protocol import ListToolsOutput
+from ors_gym.secret import redact_kwargs, reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
+from ors_gym.turn import Turn
 from ors_gym.vector._args import (
     autoreset_mode_of,
     env_ids_of,
@@ -177,7 +177,7 @@ class OrsVectorEnv(VectorEnv):
     def _http_servers(
         self, urls: list[str], settings: EnvSettings, max_connections: int | None
     ) -> list[AsyncBackend]:
-        from ors_gym.backends.async_http import AsyncHttpBackend, pooled_client
+        from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
         # One client for every server: httpx pools connections per host inside it.
         # Keep one idle connection per sub-env (and a few for discovery), so batches

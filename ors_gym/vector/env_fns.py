@@ -14,7 +14,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
-from ors_gym._secret import redact_kwargs
+from ors_gym.secret import redact_kwargs
 
 __all__ = ["EnvFn", "check_num_envs", "make_env_fns"]
 

@@ -1,13 +1,14 @@
 """One SSE answer of ``/call`` or ``/score_group``, from raw bytes to its JSON result.
 
 Events are parsed by httpx-sse's own decoders (its line splitter and event
-decoder, the ones ``EventSource`` uses), fed bytes here so the parsing stays
-sans-IO. ``EventSource`` itself reads an ``httpx.Response``; reading through
-its layers made ``OrsEnv.step`` about 15% slower (benchmarks.bench_http:
-0.86x the floor became 1.02x). Beneath the parser the bytes are guarded:
-everything the server sends (``: ping`` comments too) counts toward the size
-cap after gzip is undone, and the call's deadline is checked after every
-piece, so a server that pings forever or sends one endless line is cut off.
+decoder, the ones ``EventSource`` uses; reached through ``ors_gym._compat``),
+fed bytes here so the parsing stays sans-IO. ``EventSource`` itself reads an
+``httpx.Response``; reading through its layers made ``OrsEnv.step`` about 15%
+slower (benchmarks.bench_http: 0.86x the floor became 1.02x). Beneath the
+parser the bytes are guarded: everything the server sends (``: ping`` comments
+too) counts toward the size cap after gzip is undone, and the call's deadline
+is checked after every piece, so a server that pings forever or sends one
+endless line is cut off.
 ``StreamAssembler`` then decides what the events mean: the ``task_id`` to
 resume a cut stream with, ``chunk`` and ``end`` data joined into the result,
 an ``error`` raised by the tool.
@@ -20,9 +21,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-# Private names of httpx-sse (>= 0.4.3): its public API parses only an httpx.Response.
-from httpx_sse._decoders import SSEDecoder, SSELineDecoder
-
+from ors_gym._compat.httpx_sse import decoders
 from ors_gym.backends.http._codec import BodyDecoder, too_big
 from ors_gym.backends.http._settings import Where
 from ors_gym.errors import OrsProtocolError
@@ -45,8 +44,7 @@ class SSEParser:
 
     def __init__(self) -> None:
         self._text = codecs.getincrementaldecoder("utf-8")("replace")
-        self._lines = SSELineDecoder()
-        self._events = SSEDecoder()
+        self._lines, self._events = decoders()
 
     def feed(self, data: bytes) -> list[tuple[str, str]]:
         """The events completed by ``data``, as ``(event, data)`` pairs."""

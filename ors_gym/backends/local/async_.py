@@ -35,9 +35,9 @@ from ors_gym.backends.local._values import (
 from ors_gym.errors import (
     OrsError,
     OrsRequestError,
-    OrsServerError,
     OrsSessionExpired,
     OrsToolError,
+    error_for_status,
 )
 from ors_gym.protocol import (
     Block,
@@ -307,19 +307,19 @@ class AsyncLocalBackend:
         session = self._session(env_name, session_id)
         env = session.env_name
         if not supports_score_group(type(session.env)):
-            raise _http_error(
-                OrsRequestError, 404,
+            raise _http_error(  # a 404 about the environment, not the session
+                404,
                 f"score_group was refused (404): Environment {env!r} does not implement "
                 "score_group",
-                env_name=env_name, session_id=session_id,
-            )
+                env_name=env_name,
+            ).with_context(session_id=session_id)
         try:
             payload = _sdk.sdk.ScoreGroup.model_validate(
                 {"candidates": json_in([dict(c) for c in candidates])}
             )
         except (ValueError, NotJSON) as exc:
             raise _http_error(
-                OrsRequestError, 422, f"score_group was refused (422): {exc}",
+                422, f"score_group was refused (422): {exc}",
                 env_name=env_name, session_id=session_id,
             ) from None
         try:
@@ -370,7 +370,6 @@ class AsyncLocalBackend:
         cls = self._classes.get(key)
         if cls is None:
             raise _http_error(
-                OrsRequestError,
                 404,
                 f"unknown environment {env_name!r}; this backend hosts: "
                 f"{', '.join(self._classes)}",
@@ -382,7 +381,6 @@ class AsyncLocalBackend:
         names = split_names(cls)
         if split not in names:
             raise _http_error(
-                OrsRequestError,
                 400,
                 f"{what} was refused (400): Invalid split; {env} has splits: "
                 f"{', '.join(map(str, names))}",
@@ -412,7 +410,7 @@ class AsyncLocalBackend:
             raise _refusal(exc, what, env_name, session_id, None) from None
         except Exception as exc:
             raise _http_error(
-                OrsServerError, 500, _server_failure(what, exc_detail(exc)),
+                500, _server_failure(what, exc_detail(exc)),
                 env_name=env_name, session_id=session_id,
             ) from exc
 
@@ -426,12 +424,13 @@ def _gone(session_id: str, env_name: str | None, tool: str | None, why: str) -> 
 
 
 def _http_error(
-    cls: type[OrsError], status: int, message: str, *, env_name: str | None = None,
+    status: int, message: str, *, env_name: str | None = None,
     session_id: str | None = None, tool: str | None = None,
 ) -> OrsError:
-    err = cls(message, server=LOCATION, env_name=env_name, session_id=session_id, tool=tool)
-    err.status_code = status  # type: ignore[attr-defined]
-    return err
+    """The error the HTTP backend raises for the status the server would answer."""
+    return error_for_status(
+        status, message, server=LOCATION, env_name=env_name, session_id=session_id, tool=tool
+    )
 
 
 def _server_failure(what: str, detail: str) -> str:
@@ -447,12 +446,8 @@ def _refusal(
     """The error the HTTP backend raises for the status the server would have answered."""
     if exc.status in (404, 410) and session_id is not None:
         return _gone(session_id, env_name, tool, f"{exc.status}: {exc.detail}")
-    if exc.status >= 500:
-        return _http_error(
-            OrsServerError, exc.status, _server_failure(what, exc.detail),
-            env_name=env_name, session_id=session_id, tool=tool,
-        )
-    return _http_error(
-        OrsRequestError, exc.status, f"{what} was refused ({exc.status}): {exc.detail}",
-        env_name=env_name, session_id=session_id, tool=tool,
+    message = (
+        _server_failure(what, exc.detail) if exc.status >= 500
+        else f"{what} was refused ({exc.status}): {exc.detail}"
     )
+    return _http_error(exc.status, message, env_name=env_name, session_id=session_id, tool=tool)
