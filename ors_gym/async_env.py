@@ -115,6 +115,7 @@ class AsyncOrsEnv:
         if env_name is None and isinstance(env_class, str | type):
             env_name = class_env_name(env_class)  # known without asking: the class's name
         self.catalog = catalog or Catalog.shared(backend, env_name, self.settings.split)
+        self._limited = limiter is not None
         self.limiter: AbstractAsyncContextManager[Any] = (
             limiter if limiter is not None else nullcontext()
         )
@@ -238,7 +239,10 @@ class AsyncOrsEnv:
             while (call := turn.next_call()) is not None:
                 start = time.perf_counter()
                 try:
-                    async with self.limiter:
+                    if self._limited:
+                        async with self.limiter:
+                            result = await backend.call(env_name, sid, call.name, call.arguments)
+                    else:
                         result = await backend.call(env_name, sid, call.name, call.arguments)
                 except OrsError as exc:
                     raise exc.with_context(tool=call.name) from exc.__cause__
