@@ -26,7 +26,7 @@ from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
 from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
-from ors_gym.secret import redact_kwargs, reveal
+from ors_gym.secret import RedactedSpec, reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Elapsed, Turn
@@ -87,7 +87,8 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
-    _spec: Any = None
+    #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
+    spec = RedactedSpec()
 
     def __init__(
         self,
@@ -279,19 +280,6 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         """Delete the open session and release the backend this env created; safe twice."""
         if self._finalizer.detach() is not None:
             _release(self._core, self.backend, self._owns)
-
-    @property
-    def spec(self) -> Any:
-        """The env's spec; ``api_key`` and ``secrets`` kwargs are kept as ``Secret``."""
-        return self._spec
-
-    @spec.setter
-    def spec(self, value: Any) -> None:
-        if value is not None and getattr(value, "kwargs", None):
-            from dataclasses import replace
-
-            value = replace(value, kwargs=redact_kwargs(value.kwargs))
-        self._spec = value
 
     def __repr__(self) -> str:
         return f"<OrsEnv {self._core.env_name or '?'} at {self.location}>"

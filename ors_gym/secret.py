@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-__all__ = ["Secret", "reveal"]
+__all__ = [
+    "RedactedSpec","Secret", "reveal"]
 
 
 class Secret:
@@ -50,3 +52,19 @@ def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
             k: v if isinstance(v, Secret) else Secret(str(v)) for k, v in dict(secrets).items()
         }
     return out
+
+
+class RedactedSpec:
+    """A ``spec`` attribute for env classes: set to an ``EnvSpec``, it keeps the spec's
+    ``api_key`` and ``secrets`` kwargs as ``Secret``, so no repr of the spec shows them."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attr = f"_redacted_{name}"
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:
+        return None if obj is None else getattr(obj, self._attr, None)
+
+    def __set__(self, obj: object, value: Any) -> None:
+        if value is not None and getattr(value, "kwargs", None):
+            value = replace(value, kwargs=redact_kwargs(value.kwargs))
+        setattr(obj, self._attr, value)

@@ -21,15 +21,13 @@ import concurrent.futures
 import logging
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
-from gymnasium.envs.registration import EnvSpec
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import batch_space
 
 from ors_gym import _cleanup
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
@@ -37,8 +35,7 @@ from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsConnectionError, OrsError
 from ors_gym.observations import empty_observation, observation_space
-from ors_gym.protocol import ListToolsOutput
-from ors_gym.secret import redact_kwargs, reveal
+from ors_gym.secret import RedactedSpec, reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Turn
@@ -50,8 +47,14 @@ from ors_gym.vector._args import (
     server_urls,
     split_actions,
 )
-from ors_gym.vector._infos import batch_infos
 from ors_gym.vector._loop import LoopThread, Mailbox
+from ors_gym.vector._results import (
+    Outcome,
+    batch_infos,
+    batch_outcomes,
+    raise_first,
+    stack_observations,
+)
 from ors_gym.vector.env_fns import check_num_envs
 
 __all__ = ["OrsVectorEnv"]
@@ -60,20 +63,6 @@ logger = logging.getLogger("ors_gym")
 
 #: Sessions per connection pool of the shared client (see ``ShardedTransport``).
 _SESSIONS_PER_SHARD = 2
-
-
-@dataclass
-class _Outcome:
-    """What one sub-env's step (or autoreset) produced."""
-
-    index: int
-    obs: dict[str, Any]
-    reward: float
-    terminated: bool
-    truncated: bool
-    info: dict[str, Any]
-    tools: ListToolsOutput | None = None  # set when the sub-env opened a new session
-    failure: OrsError | None = None
 
 
 class OrsVectorEnv(VectorEnv):
@@ -104,7 +93,8 @@ class OrsVectorEnv(VectorEnv):
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
-    _spec: EnvSpec | None = None
+    #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
+    spec = RedactedSpec()
 
     def __init__(
         self,
@@ -140,8 +130,8 @@ class OrsVectorEnv(VectorEnv):
         self._loop = LoopThread(f"ors-vector-{id(self):x}")
         self._client: Any = None
         self._pending_deletes: set[asyncio.Task[None]] = set()
-        self._tasks: dict[int, asyncio.Task[_Outcome]] = {}  # the loop's view of what runs
-        self._inflight: dict[int, concurrent.futures.Future[_Outcome]] = {}
+        self._tasks: dict[int, asyncio.Task[Outcome]] = {}  # the loop's view of what runs
+        self._inflight: dict[int, concurrent.futures.Future[Outcome]] = {}
         self._done = Mailbox()  # (index, future) of each finished sub-env
         self._ended = [False] * self.num_envs  # each sub-env's last step ended its episode
         self._obs = [empty_observation() for _ in range(self.num_envs)]
@@ -213,19 +203,6 @@ class OrsVectorEnv(VectorEnv):
         """Sub-envs sent actions whose results ``recv()`` has not returned yet."""
         return tuple(sorted(self._inflight))
 
-    @property
-    def spec(self) -> EnvSpec | None:
-        """The spec ``gym.make_vec`` used; ``api_key`` and ``secrets`` kept as ``Secret``."""
-        return self._spec
-
-    @spec.setter
-    def spec(self, value: EnvSpec | None) -> None:
-        if value is not None and getattr(value, "kwargs", None):
-            from dataclasses import replace
-
-            value = replace(value, kwargs=redact_kwargs(value.kwargs))
-        self._spec = value
-
     def __repr__(self) -> str:
         where = ", ".join(self.servers) if getattr(self, "_servers", None) else "?"
         return f"OrsVectorEnv({getattr(self, 'env_name', '?')}, num_envs={self.num_envs}, {where})"
@@ -260,8 +237,8 @@ class OrsVectorEnv(VectorEnv):
                 self.envs[i].np_random, _ = seeding.np_random(seeds[i])
             self._inflight.pop(i, None)
         outcomes = self._loop.run(self._reset_batch(ids, checked))
-        return self._observations(), batch_infos([(o.index, o.info) for o in outcomes],
-                                                 self.num_envs)
+        obs = stack_observations(self.single_observation_space, self._obs)
+        return obs, batch_infos([(o.index, o.info) for o in outcomes], self.num_envs)
 
     def step(
         self, actions: Any
@@ -297,7 +274,7 @@ class OrsVectorEnv(VectorEnv):
         plans = [self._plan(i, action) for i, action in zip(ids, batch, strict=True)]
         launches = []
         for i, turn in zip(ids, plans, strict=True):
-            future: concurrent.futures.Future[_Outcome] = concurrent.futures.Future()
+            future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
             self._inflight[i] = future
             launches.append((i, turn, future))
         self._loop.call_soon(self._launch, launches)
@@ -358,7 +335,7 @@ class OrsVectorEnv(VectorEnv):
     # -- running (the loop's thread) -----------------------------------------------------
 
     def _launch(
-        self, launches: list[tuple[int, Turn | None, concurrent.futures.Future[_Outcome]]]
+        self, launches: list[tuple[int, Turn | None, concurrent.futures.Future[Outcome]]]
     ) -> None:
         loop = asyncio.get_running_loop()
         for i, turn, future in launches:
@@ -366,8 +343,8 @@ class OrsVectorEnv(VectorEnv):
             self._tasks[i] = task
             task.add_done_callback(partial(self._landed, i, future))
 
-    def _landed(self, index: int, future: concurrent.futures.Future[_Outcome],
-                task: asyncio.Task[_Outcome]) -> None:
+    def _landed(self, index: int, future: concurrent.futures.Future[Outcome],
+                task: asyncio.Task[Outcome]) -> None:
         if self._tasks.get(index) is task:
             del self._tasks[index]
         if task.cancelled():
@@ -378,11 +355,11 @@ class OrsVectorEnv(VectorEnv):
             future.set_result(task.result())
         self._done.put((index, future))
 
-    async def _advance(self, i: int, turn: Turn | None) -> _Outcome:
+    async def _advance(self, i: int, turn: Turn | None) -> Outcome:
         env = self.envs[i]
         if turn is None:  # NEXT_STEP autoreset: this step opens the next episode
             obs, info = await self._open(i, {})
-            return _Outcome(i, obs, 0.0, False, False, info, env.tools)
+            return Outcome(i, obs, 0.0, False, False, info, env.tools)
         try:
             obs, reward, terminated, truncated, info = await env.run(turn)
         except OrsError as exc:
@@ -395,9 +372,9 @@ class OrsVectorEnv(VectorEnv):
             new_obs, new_info = await self._open(i, {})
             new_info["final_obs"] = obs
             new_info["final_info"] = info
-            return _Outcome(i, new_obs, reward, terminated, truncated, new_info, env.tools,
+            return Outcome(i, new_obs, reward, terminated, truncated, new_info, env.tools,
                             failure)
-        return _Outcome(i, obs, reward, terminated, truncated, info, None, failure)
+        return Outcome(i, obs, reward, terminated, truncated, info, None, failure)
 
     async def _open(self, i: int, options: Mapping[str, Any]
                     ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -413,17 +390,17 @@ class OrsVectorEnv(VectorEnv):
             raise
 
     async def _reset_batch(self, ids: list[int], options: dict[int, dict[str, Any]]
-                           ) -> list[_Outcome]:
+                           ) -> list[Outcome]:
         await self._cancel([self._tasks[i] for i in ids if i in self._tasks])
 
-        async def one(i: int) -> _Outcome:
+        async def one(i: int) -> Outcome:
             obs, info = await self._open(i, options[i])
-            return _Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
+            return Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
 
         results = await asyncio.gather(*(one(i) for i in ids), return_exceptions=True)
-        outcomes = [r for r in results if isinstance(r, _Outcome)]
+        outcomes = [r for r in results if isinstance(r, Outcome)]
         self._absorb(outcomes)
-        _raise_first([r for r in results if isinstance(r, BaseException)])
+        raise_first([r for r in results if isinstance(r, BaseException)])
         return outcomes
 
     async def _check_server(self, i: int, failure: OrsError) -> None:
@@ -466,10 +443,10 @@ class OrsVectorEnv(VectorEnv):
 
     # -- results (caller's thread) -------------------------------------------------------
 
-    def _collect(self, at_least: int, at_most: int) -> list[_Outcome]:
+    def _collect(self, at_least: int, at_most: int) -> list[Outcome]:
         """Wait for ``at_least`` in-flight results, take up to ``at_most``; raise the first
         failure among them (a whole-server failure before any other)."""
-        futures: list[concurrent.futures.Future[_Outcome]] = []
+        futures: list[concurrent.futures.Future[Outcome]] = []
         while len(futures) < at_least:
             for index, future in self._done.take(at_least - len(futures),
                                                  at_most - len(futures)):
@@ -480,7 +457,7 @@ class OrsVectorEnv(VectorEnv):
         errors = [e for f in futures if (e := f.exception()) is not None]
         outcomes = [f.result() for f in futures if f.exception() is None]
         self._absorb(outcomes)
-        _raise_first(errors)
+        raise_first(errors)
         failed = [o for o in outcomes if o.failure is not None]
         if self.num_envs > 1 and len(failed) == self.num_envs:
             first = failed[0].failure
@@ -493,7 +470,7 @@ class OrsVectorEnv(VectorEnv):
             ) from first
         return outcomes
 
-    def _absorb(self, outcomes: Sequence[_Outcome]) -> None:
+    def _absorb(self, outcomes: Sequence[Outcome]) -> None:
         """Record each sub-env's new observation, end flag and (after a reset) tools."""
         spaces = self.action_space.spaces  # type: ignore[attr-defined]
         for o in outcomes:
@@ -504,27 +481,10 @@ class OrsVectorEnv(VectorEnv):
             if o.tools is not None:
                 spaces[o.index].set_tools(o.tools.tools, o.tools.terminal_tool)
 
-    def _observations(self, outcomes: Sequence[_Outcome] | None = None) -> dict[str, Any]:
-        items = self._obs if outcomes is None else [o.obs for o in outcomes]
-        space = self.single_observation_space
-        out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
-        return cast(dict[str, Any], concatenate(space, items, out))
-
     def _batch(
-        self, outcomes: Sequence[_Outcome]
+        self, outcomes: Sequence[Outcome]
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
-        return (
-            self._observations(outcomes),
-            np.array([o.reward for o in outcomes], dtype=np.float64),
-            np.array([o.terminated for o in outcomes], dtype=np.bool_),
-            np.array([o.truncated for o in outcomes], dtype=np.bool_),
-        )
-
-
-def _raise_first(errors: Sequence[BaseException]) -> None:
-    """Raise the most telling of ``errors``, if any: a dead server before anything else."""
-    if errors:
-        raise sorted(errors, key=lambda e: not isinstance(e, OrsConnectionError))[0]
+        return batch_outcomes(self.single_observation_space, outcomes)
 
 
 def _release(
