@@ -146,8 +146,8 @@ def test_bad_arguments_are_clear(srv: ServerThread) -> None:
         OrsVectorEnv(0, base_url=srv.url)
     with pytest.raises(ValueError, match="autoreset_mode='sometimes'; choose one of"):
         OrsVectorEnv(2, base_url=srv.url, autoreset_mode="sometimes")
-    with pytest.raises(ValueError, match="render_mode"):
-        OrsVectorEnv(2, base_url=srv.url, render_mode="ansi")
+    with pytest.raises(ValueError, match="render_mode='human'; choose one of"):
+        OrsVectorEnv(2, base_url=srv.url, render_mode="human")
     with pytest.raises(ValueError, match="no_tool_call"):
         OrsVectorEnv(2, base_url=srv.url, no_tool_call="shrug")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="base_url must be a server URL or a non-empty list"):
@@ -341,6 +341,50 @@ def test_recv_returns_the_fast_sub_envs_while_a_slow_one_runs(vec_factory: Any) 
         GATE.set()
     obs, *_ = env.step((fast,) * 4)  # all back in step
     assert texts(obs) == ["missing"] * 4
+
+
+def test_recv_timeout_loses_nothing(vec_factory: Any) -> None:
+    env = vec_factory(3, env_name="probe")
+    env.reset(seed=0)
+    fast = call("secret_digest", name="X")
+    GATE.clear()
+    try:
+        env.send((call("wait_gate"), fast, fast))
+        _, _, _, _, info = env.recv(min_envs=2)  # the two fast ones
+        assert sorted(info["env_id"]) == [1, 2]
+        env.send((fast, fast), env_ids=[1, 2])
+        with pytest.raises(TimeoutError, match="still in flight"):
+            env.recv(min_envs=3, timeout=0.5)  # sub-env 0 is held at its gate
+        assert env.in_flight == (0, 1, 2)  # nothing taken by the timed-out recv
+        GATE.set()
+        _, _, _, _, info = env.recv(min_envs=3, timeout=30)
+        assert sorted(info["env_id"]) == [0, 1, 2]
+        assert env.in_flight == ()
+    finally:
+        GATE.set()
+
+
+def test_render_frames_tiles_and_text() -> None:
+    from ors_gym.envs.gridworld import GridWorld
+
+    moves = [{"tool_calls": [{"name": "move", "arguments": {"direction": "right"}}]}] * 4
+    for mode in ("rgb_array", "rgb_array_tiled", "ansi"):
+        env = OrsVectorEnv(4, env_class=GridWorld, render_mode=mode)
+        try:
+            env.reset(seed=0)
+            env.step(moves)
+            out = env.render()
+            if mode == "rgb_array":
+                assert len(out) == 4 and all(f.ndim == 3 and f.dtype == np.uint8 for f in out)
+                frames = out
+            elif mode == "rgb_array_tiled":
+                h, w = frames[0].shape[:2]
+                assert out.shape == (2 * h, 2 * w, 3)  # 4 frames in a 2x2 grid
+                assert np.array_equal(out[h:, w:], frames[3])  # the last is bottom right
+            else:
+                assert len(out) == 4 and all("goal" in text for text in out)
+        finally:
+            env.close()
 
 
 def test_send_recv_with_uneven_latency_tasks(vec_factory: Any) -> None:

@@ -78,15 +78,26 @@ class Mailbox:
                 self._want = 0
                 self._ready.set()
 
-    def take(self, at_least: int, at_most: int) -> list[Any]:
-        """Wait for ``at_least`` items, then take up to ``at_most`` in arrival order."""
+    def take(self, at_least: int, at_most: int, timeout: float | None = None) -> list[Any] | None:
+        """Wait for ``at_least`` items, then take up to ``at_most`` in arrival order.
+
+        None (and nothing taken) if ``timeout`` seconds pass first.
+        """
         with self._lock:
             wait = len(self._items) < at_least
             if wait:
                 self._want = at_least
                 self._ready.clear()
-        if wait:
-            self._ready.wait()
+        if wait and not self._ready.wait(timeout):
+            with self._lock:
+                if len(self._items) < at_least:
+                    self._want = 0
+                    return None
         with self._lock:
             taken, self._items = self._items[:at_most], self._items[at_most:]
         return taken
+
+    def put_back(self, items: list[Any]) -> None:
+        """Return taken items to the front, in their order (a wait that gave up)."""
+        with self._lock:
+            self._items[:0] = items

@@ -13,7 +13,14 @@ from ors_gym._compat.gymnasium import add_info
 from ors_gym.errors import OrsConnectionError, OrsError
 from ors_gym.protocol import ListToolsOutput
 
-__all__ = ["Outcome", "batch_infos", "batch_outcomes", "raise_first", "stack_observations"]
+__all__ = [
+    "Outcome",
+    "batch_infos",
+    "batch_outcomes",
+    "raise_first",
+    "stack_observations",
+    "tile_frames",
+]
 
 
 def batch_infos(infos: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str, Any]:
@@ -86,3 +93,24 @@ def raise_first(errors: Sequence[BaseException]) -> None:
     """Raise the most telling of ``errors``, if any: a dead server before anything else."""
     if errors:
         raise sorted(errors, key=lambda e: not isinstance(e, OrsConnectionError))[0]
+
+
+def tile_frames(frames: Sequence[np.ndarray | None]) -> np.ndarray | None:
+    """RGB frames tiled row by row in a near-square grid; black where a frame is missing.
+
+    Frames of different sizes are placed top-left in cells of the largest size.
+    None when no sub-env has a frame.
+    """
+    shown = [f for f in frames if f is not None]
+    if not shown:
+        return None
+    height = max(f.shape[0] for f in shown)
+    width = max(f.shape[1] for f in shown)
+    cols = int(np.ceil(np.sqrt(len(frames))))
+    rows = int(np.ceil(len(frames) / cols))
+    out = np.zeros((rows * height, cols * width, 3), dtype=np.uint8)
+    for i, frame in enumerate(frames):
+        if frame is not None:
+            top, left = (i // cols) * height, (i % cols) * width
+            out[top:top + frame.shape[0], left:left + frame.shape[1]] = frame[..., :3]
+    return out

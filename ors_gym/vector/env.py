@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 import weakref
 from collections.abc import Mapping, Sequence
 from functools import partial
@@ -54,6 +55,7 @@ from ors_gym.vector._results import (
     batch_outcomes,
     raise_first,
     stack_observations,
+    tile_frames,
 )
 from ors_gym.vector.env_fns import check_num_envs
 
@@ -92,7 +94,10 @@ class OrsVectorEnv(VectorEnv):
     tools); infos are dicts of arrays with ``_key`` masks.
     """
 
-    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata: dict[str, Any] = {
+        "autoreset_mode": AutoresetMode.NEXT_STEP,
+        "render_modes": ["rgb_array", "rgb_array_tiled", "ansi"],
+    }
     #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
     spec = RedactedSpec()
 
@@ -109,15 +114,14 @@ class OrsVectorEnv(VectorEnv):
         **options: Any,
     ) -> None:
         self.num_envs = check_num_envs(num_envs)
-        if render_mode is not None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
-                f"render_mode={render_mode!r}: OrsVectorEnv does not render; read the "
-                "observations' text, or use OrsEnv(render_mode=...) for a single env"
+                f"render_mode={render_mode!r}; choose one of {self.metadata['render_modes']}"
             )
         self.settings = settings = EnvSettings.from_options(options, on_error="truncate")
         self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
-        self.render_mode = None
+        self.render_mode = render_mode
         urls = server_urls(base_url)
         if urls is None and env_class is None:
             raise ValueError(
@@ -280,12 +284,13 @@ class OrsVectorEnv(VectorEnv):
         self._loop.call_soon(self._launch, launches)
 
     def recv(
-        self, min_envs: int = 1, max_envs: int | None = None
+        self, min_envs: int = 1, max_envs: int | None = None, timeout: float | None = None
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Results of sub-envs in flight: at least ``min_envs`` (fewer if fewer are in
         flight) and at most ``max_envs`` (default all that have finished).
 
         The batch is in finishing order; ``info["env_id"]`` names the sub-envs.
+        ``timeout``: seconds to wait at most, then TimeoutError with nothing taken.
         """
         self._check_open()
         if not self._inflight:
@@ -295,11 +300,27 @@ class OrsVectorEnv(VectorEnv):
         cap = self.num_envs if max_envs is None else max_envs
         if cap < min_envs:
             raise ValueError(f"max_envs={max_envs} is below min_envs={min_envs}")
-        outcomes = self._collect(min(min_envs, len(self._inflight)), cap)
+        outcomes = self._collect(min(min_envs, len(self._inflight)), cap, timeout)
         obs, rewards, terminated, truncated = self._batch(outcomes)
         infos = batch_infos(list(enumerate(o.info for o in outcomes)), len(outcomes))
         infos["env_id"] = np.array([o.index for o in outcomes], dtype=np.int64)
         return obs, rewards, terminated, truncated, infos
+
+    def render(self) -> Any:
+        """Each sub-env's latest frame, as gymnasium's vector envs render.
+
+        ``rgb_array``: a tuple with each sub-env's last image (None for one that has
+        shown none); ``rgb_array_tiled``: one image tiling them in a near-square grid
+        (black where a sub-env has no image); ``ansi``: each sub-env's latest text.
+        """
+        if self.render_mode == "ansi":
+            return tuple(obs["text"] for obs in self._obs)
+        frames = tuple(obs["images"][-1] if obs["images"] else None for obs in self._obs)
+        if self.render_mode == "rgb_array":
+            return frames
+        if self.render_mode == "rgb_array_tiled":
+            return tile_frames(frames)
+        return None
 
     def close_extras(self, **kwargs: Any) -> None:
         """Cancel work in flight, delete every session, close connections and the loop."""
@@ -443,17 +464,36 @@ class OrsVectorEnv(VectorEnv):
 
     # -- results (caller's thread) -------------------------------------------------------
 
-    def _collect(self, at_least: int, at_most: int) -> list[Outcome]:
+    def _collect(
+        self, at_least: int, at_most: int, timeout: float | None = None
+    ) -> list[Outcome]:
         """Wait for ``at_least`` in-flight results, take up to ``at_most``; raise the first
-        failure among them (a whole-server failure before any other)."""
+        failure among them (a whole-server failure before any other).
+
+        After ``timeout`` seconds raises TimeoutError, taking nothing: every sub-env
+        stays in flight, and what finished is returned by the next ``recv``.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         futures: list[concurrent.futures.Future[Outcome]] = []
+        taken: list[tuple[int, concurrent.futures.Future[Outcome]]] = []
         while len(futures) < at_least:
-            for index, future in self._done.take(at_least - len(futures),
-                                                 at_most - len(futures)):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            batch = self._done.take(at_least - len(futures), at_most - len(futures), left)
+            if batch is None:
+                for index, future in taken:
+                    self._inflight[index] = future
+                self._done.put_back(taken)
+                raise TimeoutError(
+                    f"recv(timeout={timeout}): {len(futures)} of the {at_least} sub-envs "
+                    f"asked for finished in time; sub-envs {self.in_flight} are still in "
+                    "flight (nothing was lost: call recv() again)"
+                )
+            for index, future in batch:
                 pending = self._inflight.get(index)
                 if pending is not None and pending is future:  # else cancelled by a reset
                     del self._inflight[index]
                     futures.append(pending)
+                    taken.append((index, future))
         errors = [e for f in futures if (e := f.exception()) is not None]
         outcomes = [f.result() for f in futures if f.exception() is None]
         self._absorb(outcomes)
