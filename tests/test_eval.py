@@ -133,3 +133,22 @@ def test_mean_interval() -> None:
     mean, low, high = mean_interval([0.0, 1.0, 0.0, 1.0])
     assert mean == 0.5 and low == pytest.approx(0.5 - 3.182 * (1 / 3) ** 0.5 / 2)
     assert high == pytest.approx(1 - low)
+
+
+def test_a_bundled_id_evaluated_on_an_ors_server(tmp_path: Path, server_url: str) -> None:
+    """``env_options={"base_url": ...}`` (``--env-url``): the same id, over HTTP."""
+    summary = evaluate("ors/Math-v0", "scripted", episodes=2, concurrency=2, out=tmp_path,
+                       env_options={"base_url": server_url})
+    assert summary["mean_reward"] == 1.0
+    records = read_trajectories(tmp_path / "trajectories.jsonl")
+    assert {r["env_name"] for r in records} == {"math"}
+    assert {r["server"] for r in records} == {server_url}
+
+
+def test_a_registered_remote_id(tmp_path: Path, server_url: str) -> None:
+    import ors_gym
+
+    ids = ors_gym.register_server(server_url)
+    (math_id,) = [i for i in ids if "Math" in i]
+    summary = evaluate(math_id, "scripted", episodes=2, concurrency=2, out=None)
+    assert summary["env_id"] == math_id and summary["mean_reward"] == 1.0

@@ -148,7 +148,9 @@ async def aevaluate(
     where, options = _env_kwargs(env_id, env_options)
     settings = EnvSettings.from_options({**options, "max_steps": max_turns,
                                          **({"split": split} if split else {})})
-    backend = make_async_backend(settings, **where)
+    backend = make_async_backend(
+        settings, base_url=where.get("base_url"), env_class=where.get("env_class")
+    )
     out_dir = Path(out) if out is not None else None
     path = None
     if out_dir is not None:
@@ -258,10 +260,13 @@ def _env_kwargs(env_id: str, overrides: Mapping[str, Any] | None) -> tuple[dict[
     if env_id not in gym.registry:
         known = sorted(k for k in gym.registry if k.startswith("ors"))
         raise ValueError(f"unknown environment id {env_id!r}; registered ORS ids: {known}")
-    kwargs = {**gym.spec(env_id).kwargs, **(overrides or {})}
+    spec = gym.spec(env_id)
+    kwargs = {**spec.kwargs, **(overrides or {})}
     where = {k: kwargs.pop(k) for k in ("base_url", "env_class", "env_name") if k in kwargs}
     if where.get("base_url") is not None:
         where.pop("env_class", None)
+        if not where.get("env_name"):  # a bundled id served elsewhere: ors/Math-v0 -> "math"
+            where["env_name"] = spec.name.lower()
     for gym_only in ("render_mode", "max_steps"):
         kwargs.pop(gym_only, None)
     return where, kwargs
