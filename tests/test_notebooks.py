@@ -59,15 +59,20 @@ def _normalise(text: str) -> str:
 
 
 def _texts(nb: nbformat.NotebookNode) -> list[list[str]]:
-    """Per code cell, its text outputs (streams, text/plain and text/html), normalised."""
+    """Per code cell, its text outputs (streams, text/plain and text/html), normalised;
+    consecutive pieces of one stream are joined (the kernel flushes them as it likes)."""
     cells = []
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        texts = []
+        texts: list[str] = []
         for output in cell.outputs:
             if output.get("output_type") == "stream":
-                texts.append(f"{output['name']}: {output['text']}")
+                head = f"{output['name']}: "
+                if texts and texts[-1].startswith(head):  # one print may arrive in pieces
+                    texts[-1] += output["text"]
+                else:
+                    texts.append(head + output["text"])
             for kind in ("text/plain", "text/html"):
                 if kind in output.get("data", {}):
                     texts.append(f"{kind}: {output['data'][kind]}")

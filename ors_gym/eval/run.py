@@ -31,7 +31,7 @@ from typing import Any
 import gymnasium as gym
 
 from ors_gym.async_env import AsyncOrsEnv, make_async_backend
-from ors_gym.errors import OrsError, redact_url
+from ors_gym.errors import OrsActionError, OrsError, redact_url
 from ors_gym.eval.models import (
     SCRIPTED,
     ChatModel,
@@ -137,15 +137,16 @@ async def aevaluate(
     progress: bool = False,
     report: bool = True,
 ) -> dict[str, Any]:
-    """:func:`evaluate`, awaited; ``model`` may also be a ready ``ChatModel``."""
+    """:func:`evaluate`, awaited; ``model`` may also be a ready ``ChatModel`` (left open)."""
     for name, value in (("episodes", episodes), ("concurrency", concurrency),
                         ("max_turns", max_turns)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    where, options = _env_kwargs(env_id, env_options)
+    owns_chat = isinstance(model, str)
     chat = model if not isinstance(model, str) else make_model(
         model, base_url, api_key=api_key, max_retries=max_retries, timeout=timeout,
         temperature=temperature, seed=seed)
-    where, options = _env_kwargs(env_id, env_options)
     settings = EnvSettings.from_options({**options, "max_steps": max_turns,
                                          **({"split": split} if split else {})})
     backend = make_async_backend(
@@ -191,7 +192,8 @@ async def aevaluate(
     finally:
         bar(None)
         await backend.aclose()
-        await chat.aclose()
+        if owns_chat:
+            await chat.aclose()
     records.sort(key=lambda r: int(r["episode"]))
     summary = summarize(
         records, model=chat.name, env_id=env_id, split=chosen_split, concurrency=concurrency,
@@ -238,6 +240,9 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
     except ModelEndpointError as exc:
         error = (f"endpoint_{exc.reason}", str(exc))
         logger.warning("episode %d: the model endpoint failed: %s", number, exc)
+    except OrsActionError as exc:  # a reply no action can be read from: the model's fault
+        error = ("invalid_model_output", str(exc))
+        logger.warning("episode %d: unreadable model output: %s", number, exc)
     except OrsError as exc:
         error = (f"env_{type(exc).__name__}", str(exc))
         logger.warning("episode %d: the environment failed: %s", number, exc)
@@ -276,7 +281,7 @@ def _progress_bar(total: int, label: str, show: bool) -> Callable[[dict[str, Any
     """A callback advancing a tqdm bar per finished record (None closes it); no-op if hidden."""
     if not show:
         return lambda record: None
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     bar = tqdm(total=total, desc=f"eval {label}", unit="episode")
     rewards: list[float] = []
