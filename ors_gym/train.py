@@ -307,6 +307,23 @@ def _curve_callback(curve: list[tuple[int, float, int]]) -> Any:
     return _Curve()
 
 
+def _stop_at(steps: int) -> Any:
+    """An SB3 callback that ends training once ``steps`` timesteps have run.
+
+    SB3 runs whole rollouts (PPO: ``n_steps * n_envs`` timesteps each), so
+    30,000 steps asked would run 30,720; stopping here makes the run, its
+    progress bar and ``steps_per_second`` end at the steps asked. A rollout cut
+    short is not learned from (SB3 trains on full rollouts only).
+    """
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class _StopAt(BaseCallback):
+        def _on_step(self) -> bool:
+            return bool(self.num_timesteps < steps)
+
+    return _StopAt()
+
+
 #: What ``results.json`` holds, written into it so the file explains itself.
 RESULTS_NOTES = {
     "learning_curve": (
@@ -407,6 +424,7 @@ def train(
     *,
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
     torch_threads: int | None = 1,
+    tensorboard: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``algo`` on ``env_id`` for ``steps`` timesteps and compare it with a random policy.
 
@@ -416,7 +434,12 @@ def train(
     ``out_dir``. Returns the figures: rows ``random``, ``before``, ``trained``
     (each ``success_rate``, ``mean_return``, ``mean_length``), timings and paths.
     ``torch_threads`` caps torch's CPU threads while training (small networks
-    run fastest on one); None leaves torch's setting alone. Raises
+    run fastest on one); None leaves torch's setting alone. ``tensorboard``: a
+    folder for SB3's own TensorBoard logger (``rollout/ep_rew_mean``,
+    ``train/loss``..., one ``<ALGO>_<n>`` run per call; needs the ``tensorboard``
+    package), plus the three evaluations as ``eval/<policy>/<figure>``. Training
+    stops at exactly ``steps`` timesteps (rounded up to a multiple of
+    ``n_envs``), not at the end of SB3's last whole rollout. Raises
     :class:`NotTrainableError` (before writing anything) when ``env_id`` cannot be
     trained with ``obs`` (see :func:`check_trainable`).
     """
@@ -474,17 +497,29 @@ def train(
 
         algo_cls = getattr(sb3, algo)
         policy = "CnnPolicy" if obs == "image" else "MlpPolicy"
-        model = algo_cls(policy, vec_env, seed=seed, verbose=0, **HYPERPARAMETERS[algo])
+        if tensorboard is not None:
+            _require_tensorboard()
+        model = algo_cls(
+            policy, vec_env, seed=seed, verbose=0,
+            tensorboard_log=None if tensorboard is None else str(tensorboard),
+            **HYPERPARAMETERS[algo],
+        )
         results["before"] = evaluate(eval_env, _model_policy(model), eval_episodes)
 
         curve: list[tuple[int, float, int]] = []
         train_start = time.perf_counter()
         model.learn(
-            total_timesteps=steps, callback=_curve_callback(curve), progress_bar=progress_bar
+            total_timesteps=steps,
+            callback=[_curve_callback(curve), _stop_at(steps)],
+            progress_bar=progress_bar,
+            tb_log_name=algo,
         )
         results["train_seconds"] = time.perf_counter() - train_start
         results["steps_per_second"] = model.num_timesteps / results["train_seconds"]
         results["trained"] = evaluate(eval_env, _model_policy(model), eval_episodes)
+        results["steps_run"] = int(model.num_timesteps)
+        if tensorboard is not None:
+            results["tensorboard_dir"] = _log_evaluations(model, results)
 
         model_path = out / "model.zip"
         model.save(model_path)
@@ -503,6 +538,26 @@ def train(
         eval_env.close()
         if torch_threads is not None:
             torch.set_num_threads(previous_threads)
+
+
+def _require_tensorboard() -> None:
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError as exc:
+        raise OrsDependencyError(
+            "--tensorboard needs the tensorboard package: pip install 'ors-gym[sb3]'"
+        ) from exc
+
+
+def _log_evaluations(model: Any, results: dict[str, Any]) -> str:
+    """Write the random/before/trained figures through SB3's logger (``eval/...``);
+    returns the run's TensorBoard folder."""
+    logger_ = model.logger
+    for row in ("random", "before", "trained"):
+        for figure in ("success_rate", "mean_return", "mean_length"):
+            logger_.record(f"eval/{row}/{figure}", results[row][figure])
+    logger_.dump(model.num_timesteps)
+    return str(logger_.get_dir())
 
 
 def format_table(results: dict[str, Any]) -> str:

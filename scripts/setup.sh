@@ -5,6 +5,8 @@
 # changed: the venv keeps a stamp holding the SHA-256 of pyproject.toml, and the install runs again
 # when that hash differs or when ors_gym (from this checkout) is not importable. ORS_GYM_VENV
 # chooses the venv folder (default .venv); a fresh folder always installs.
+# The viewer's browser test needs Debian's chromium: installed with apt-get when missing and this
+# runs as root (CI); otherwise the script says how, and that test is skipped with that reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${ORS_GYM_VENV:-.venv}"
@@ -33,4 +35,13 @@ else
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[dev]"
   echo "$wanted" > "$STAMP"
+fi
+
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (the viewer's browser test)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: chromium is missing (sudo apt-get install -y chromium); the browser test will skip"
+  fi
 fi

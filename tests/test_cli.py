@@ -244,7 +244,8 @@ def test_train_library_never_imports_the_cli() -> None:
     ("argv", "reason"),
     [
         (["--env-id", "ors/Math-v0"], "tool 'submit': required parameter 'answer' has no finite"),
-        (["--env-id", "ors/Counter-v0"], "no agent/goal positions for --obs vector"),
+        (["--env-id", "ors/Counter-v0", "--obs", "vector"],
+         "no agent/goal positions for --obs vector"),
     ],
 )
 def test_train_on_an_untrainable_env_is_one_line_exit_2(argv: list[str], reason: str) -> None:

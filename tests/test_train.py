@@ -115,7 +115,7 @@ def test_cli_parses_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     parser = _parser()
     args = parser.parse_args(["train"])
     defaults = (args.algo, args.obs, args.n_envs, args.env_id)
-    assert defaults == ("PPO", "vector", 4, "ors/GridWorld-v0")
+    assert defaults == ("PPO", "auto", 4, "ors/GridWorld-v0")
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--steps", "0"])
     with pytest.raises(SystemExit):
@@ -137,3 +137,44 @@ def test_cli_parses_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     args = parser.parse_args(["train", "--env-id", "ors/Nope-v0"])
     with pytest.raises(UsageError, match="unknown --env-id 'ors/Nope-v0'"):
         args.handler(args)
+
+
+def test_training_stops_at_the_steps_asked(tmp_path: Path) -> None:
+    """PPO's rollouts are 256 x n_envs steps: 1000 asked used to run 1024 (the bar showed
+    1,024/1,000); the run, and so SB3's progress bar, now ends at 1000."""
+    results = train(steps=1000, n_envs=2, eval_episodes=1, out_dir=tmp_path, progress_bar=True)
+    assert results["steps_run"] == 1000
+    curve = json.loads(Path(results["results_path"]).read_text())["learning_curve"]
+    assert max(curve["timestep"]) <= 1000
+
+
+def test_tensorboard_through_sb3s_logger(tmp_path: Path) -> None:
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    results = train(steps=600, n_envs=2, eval_episodes=2, out_dir=tmp_path / "run",
+                    progress_bar=False, tensorboard=tmp_path / "tb")
+    run = Path(results["tensorboard_dir"])
+    assert run.parent == tmp_path / "tb" and run.name == "PPO_1"
+    events = EventAccumulator(str(run))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"rollout/ep_rew_mean", "time/fps", "eval/trained/success_rate",
+            "eval/random/mean_return"} <= tags
+    (trained,) = events.Scalars("eval/trained/mean_return")
+    assert trained.value == pytest.approx(results["trained"]["mean_return"], abs=1e-6)
+
+
+def test_cli_env_takes_any_registered_id_with_the_observation_it_supports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = _parser()
+    args = parser.parse_args(
+        ["train", "--env", "ors/Counter-v0", "--steps", "64", "--n-envs", "1",
+         "--eval-episodes", "1", "--out-dir", str(tmp_path), "--no-progress-bar",
+         "--tensorboard", str(tmp_path / "tb")]
+    )
+    assert args.handler(args) == 0
+    out = capsys.readouterr().out
+    assert "PPO on ors/Counter-v0 (text observations" in out  # Counter has no positions
+    assert f"tensorboard: {tmp_path / 'tb' / 'PPO_1'}" in out

@@ -1,12 +1,13 @@
-"""The ``ors-gym`` command line: ``serve``, ``list`` and ``train``.
+"""The ``ors-gym`` command line: ``serve``, ``list``, ``train``, ``eval`` and ``view``.
 
 Each subcommand lives in its own module (``serve.py``, ``list.py``,
-``train.py``) with an ``add_parser(subparsers)`` that builds its parser and
-sets ``handler`` to a ``(args) -> exit code`` function; adding a subcommand
+``train.py``, ``eval.py``, ``view.py``) with an ``add_parser(subparsers)`` that
+builds its parser and sets ``handler`` to a ``(args) -> exit code`` function; adding a subcommand
 means writing one such module and appending its ``add_parser`` to
 ``SUBCOMMANDS``. A handler signals a usage mistake by raising
 :class:`UsageError` (exit code 2, one line on stderr). The libraries the
-subcommands drive (:mod:`ors_gym.serving`, :mod:`ors_gym.train`) never import
+subcommands drive (:mod:`ors_gym.serving`, :mod:`ors_gym.train`, :mod:`ors_gym.eval`,
+:mod:`ors_gym.viewer`) never import
 this package.
 """
 
@@ -17,8 +18,9 @@ import sys
 from collections.abc import Callable, Sequence
 
 from ors_gym import __version__
+from ors_gym.cli import eval as eval_command
 from ors_gym.cli import list as list_command
-from ors_gym.cli import serve, train
+from ors_gym.cli import serve, train, view
 from ors_gym.cli.args import EXIT_FAILURE, EXIT_USAGE, Handler, Subparsers, UsageError
 from ors_gym.cli.serve import resolve_env_specs
 from ors_gym.errors import OrsDependencyError
@@ -30,6 +32,8 @@ SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
     serve.add_parser,
     list_command.add_parser,
     train.add_parser,
+    eval_command.add_parser,
+    view.add_parser,
 ]
 
 

@@ -19,6 +19,7 @@ from ors_gym.train import (
     DEFAULT_STEPS,
     OBSERVATIONS,
     NotTrainableError,
+    check_trainable,
     format_table,
     train,
     trainable_observations,
@@ -43,7 +44,8 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     positive = int_type("value", 1)
     parser.add_argument(
-        "--env-id", default=_DEFAULT_ENV_ID, help="gym id (default: %(default)s)"
+        "--env", "--env-id", dest="env_id", default=_DEFAULT_ENV_ID,
+        help="any registered ORS gym id (default: %(default)s)",
     )
     parser.add_argument(
         "--algo", default="PPO", choices=ALGOS, type=str.upper,
@@ -58,9 +60,10 @@ def add_parser(subparsers: Subparsers) -> None:
         "--base-url", default=None, help="ORS server URL (default: the environment in-process)"
     )
     parser.add_argument(
-        "--obs", default="vector", choices=OBSERVATIONS,
+        "--obs", default="auto", choices=("auto", *OBSERVATIONS),
         help="observation: vector (GridWorld's agent/goal positions), image, or text "
-        "(any environment) (default: %(default)s)",
+        "(any environment); auto: the first of these the environment supports "
+        "(default: %(default)s)",
     )
     parser.add_argument(
         "--n-envs", type=positive, default=4, help="parallel envs (default: %(default)s)"
@@ -78,6 +81,10 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument(
         "--no-progress-bar", action="store_true", help="hide the training progress bar"
+    )
+    parser.add_argument(
+        "--tensorboard", default=None, metavar="DIR",
+        help="log training through SB3's TensorBoard logger into DIR",
     )
     parser.set_defaults(handler=_run)
 
@@ -97,12 +104,33 @@ def _trainable_ids() -> str:
     return ", ".join(listed) or "none"
 
 
+def _auto_obs(env_id: str, base_url: str | None) -> str:
+    """The first of ``OBSERVATIONS`` ``env_id`` can be trained with (so the wrappers it
+    needs), or the usage error saying why none can."""
+    reason = ""
+    for obs in OBSERVATIONS:
+        try:
+            check_trainable(env_id, obs=obs, base_url=base_url)
+        except NotTrainableError as exc:
+            reason = exc.reason
+            continue
+        return obs
+    raise UsageError(
+        f"cannot train on {env_id}: {reason}. Trainable bundled ids: {_trainable_ids()}. "
+        "For another environment, list its calls in Python with "
+        "ors_gym.wrappers.DiscreteToolActions(env, calls=[...]) and train on that"
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     import ors_gym  # noqa: F401 - registers the ors/... ids
 
     if args.env_id not in gym.registry:
         known = ", ".join(sorted(k for k in gym.registry if k.startswith("ors/")))
         raise UsageError(f"unknown --env-id {args.env_id!r}; registered ORS ids: {known}")
+    obs = args.obs
+    if obs == "auto":
+        obs = _auto_obs(args.env_id, args.base_url)
     try:
         results = train(
             env_id=args.env_id,
@@ -110,12 +138,13 @@ def _run(args: argparse.Namespace) -> int:
             steps=args.steps,
             seed=args.seed,
             base_url=args.base_url,
-            obs=args.obs,
+            obs=obs,
             n_envs=args.n_envs,
             out_dir=args.out_dir,
             eval_episodes=args.eval_episodes,
             progress_bar=not args.no_progress_bar,
             max_episode_steps=args.max_episode_steps,
+            tensorboard=args.tensorboard,
         )
     except NotTrainableError as exc:
         trainable = _trainable_ids()
@@ -134,5 +163,8 @@ def _run(args: argparse.Namespace) -> int:
     print(f"model: {results['model_path']}")
     print(f"learning curve: {results['curve_path']}")
     print(f"results: {results['results_path']}")
+    if results.get("tensorboard_dir"):
+        print(f"tensorboard: {results['tensorboard_dir']} (tensorboard --logdir "
+              f"{args.tensorboard})")
     print(f"total wall time: {results['wall_seconds']:.1f} s")
     return EXIT_OK

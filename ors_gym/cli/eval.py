@@ -1,0 +1,75 @@
+"""``ors-gym eval``: run a chat model on an ORS environment and report (``ors_gym.eval``).
+
+Writes ``trajectories.jsonl``, ``summary.json`` and ``report.html`` under
+``--out``, shows a progress bar on stderr and prints the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
+
+__all__ = ["add_parser"]
+
+
+def add_parser(subparsers: Subparsers) -> None:
+    """Add ``eval`` to ``subparsers``."""
+    parser = subparsers.add_parser(
+        "eval",
+        help="evaluate a chat model (OpenAI-compatible endpoint) on an ORS environment",
+        description=(
+            "Run N episodes of a model behind an OpenAI-compatible chat-completions endpoint "
+            "(tools in OpenAI's format; a plain answer goes to the terminal tool), K at once, "
+            "and write the trajectories, summary.json and an HTML report. --model scripted "
+            "runs the built-in ScriptedLLM with no endpoint."
+        ),
+    )
+    positive = int_type("value", 1)
+    parser.add_argument("env_id", metavar="ENV_ID", help="gym id, e.g. ors/Math-v0")
+    parser.add_argument("--model", required=True, help="model name, or 'scripted'")
+    parser.add_argument("--base-url", default=None,
+                        help="the endpoint's API root, e.g. http://127.0.0.1:8000/v1")
+    parser.add_argument("--api-key", default=None,
+                        help="API key (default: $OPENAI_API_KEY, else none)")
+    parser.add_argument("--episodes", type=positive, default=10,
+                        help="episodes (default: %(default)s)")
+    parser.add_argument("--concurrency", type=positive, default=4,
+                        help="episodes at once (default: %(default)s)")
+    parser.add_argument("--split", default=None, help="task split (default: the env's default)")
+    parser.add_argument("--out", default="runs/eval",
+                        help="output directory (default: %(default)s)")
+    parser.add_argument("--max-turns", type=positive, default=20,
+                        help="turns before an episode is truncated (default: %(default)s)")
+    parser.add_argument("--max-retries", type=int_type("value", 0), default=2,
+                        help="client retries per request (default: %(default)s)")
+    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature")
+    parser.add_argument("--env-url", default=None,
+                        help="run the environment on this ORS server instead of its default")
+    parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ors_gym.eval import SCRIPTED, evaluate, format_summary
+
+    if args.model != SCRIPTED and args.base_url is None:
+        raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
+    logging.getLogger("ors_gym").addHandler(logging.NullHandler())
+    env_options = {"base_url": args.env_url} if args.env_url else None
+    try:
+        summary = evaluate(
+            args.env_id, args.model, args.base_url, episodes=args.episodes,
+            concurrency=args.concurrency, split=args.split, out=args.out,
+            max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
+            temperature=args.temperature, env_options=env_options,
+            progress=not args.no_progress_bar,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    print(format_summary(summary))
+    print(f"trajectories: {summary['trajectories']}")
+    print(f"summary: {summary['summary_path']}")
+    print(f"report: {summary['report']}")
+    return EXIT_OK
