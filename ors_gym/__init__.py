@@ -28,6 +28,7 @@ from ors_gym.errors import (
     OrsTimeoutError,
     OrsToolError,
 )
+from ors_gym.eval import aevaluate, evaluate
 from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import decode_blocks
 from ors_gym.registration import register_bundled, register_server
@@ -70,8 +71,10 @@ __all__ = [
     "ToolCall",
     "ToolCallSpace",
     "__version__",
+    "aevaluate",
     "as_action",
     "decode_blocks",
+    "evaluate",
     "make_backend",
     "make_env_fns",
     "parse_action",

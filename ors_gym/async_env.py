@@ -291,6 +291,16 @@ class AsyncOrsEnv:
     def __repr__(self) -> str:
         return f"<AsyncOrsEnv {self.env_name or '?'} at {self.location}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter's card once the tools are known (``await env.discover()``), else the repr."""
+        if self.catalog.known_tools is None and self._tools is None:
+            from html import escape
+
+            return f"<code>{escape(repr(self))}</code> (await env.discover() to list its tools)"
+        from ors_gym.viewer import env_html
+
+        return env_html(self)
+
     # -- helpers ------------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closed:

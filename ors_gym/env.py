@@ -287,6 +287,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     def __str__(self) -> str:
         return self.__repr__()
 
+    def _repr_html_(self) -> str:
+        """Jupyter's card: name, backend, splits, tools with parameters, terminal tool."""
+        from ors_gym.viewer import env_html
+
+        return env_html(self)
+
     # -- helpers ---------------------------------------------------------------------------
     def _remember(self, observation: dict[str, Any], who: str) -> None:
         if self.render_mode is None:

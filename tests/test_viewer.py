@@ -155,3 +155,35 @@ def test_jupyter_fragments(trajectories: Path) -> None:
         assert "<code>answer</code>: a plain answer" in env_html(qa)
     finally:
         qa.close()
+
+
+def test_envs_and_recorded_episodes_show_as_html_in_jupyter(tmp_path: Path) -> None:
+    import asyncio
+
+    from ors_gym import AsyncOrsEnv, OrsEnv
+    from ors_gym.envs.gridworld import GridWorld
+    from ors_gym.wrappers import RecordTrajectories, read_trajectories
+
+    env = OrsEnv(env_class=GridWorld)
+    try:
+        card = env._repr_html_()
+        assert "gridworld" in card and "<code>move</code>" in card and "direction" in card
+        recorded = RecordTrajectories(env, tmp_path / "t.jsonl", images="base64")
+        recorded.reset(seed=0)
+        recorded.step({"tool_calls": [{"name": "move", "arguments": {"direction": "down"}}]})
+        recorded.close()
+    finally:
+        env.close()
+    (episode,) = read_trajectories(tmp_path / "t.jsonl")
+    assert isinstance(episode, dict)
+    page = episode._repr_html_()
+    assert "move" in page and "data:image/png;base64," in page
+
+    async def async_card() -> tuple[str, str]:
+        async with AsyncOrsEnv(env_class=GridWorld) as aenv:
+            before = aenv._repr_html_()
+            await aenv.discover()
+            return before, aenv._repr_html_()
+
+    before, after = asyncio.run(async_card())
+    assert "discover" in before and "<code>move</code>" in after

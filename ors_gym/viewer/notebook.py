@@ -10,6 +10,7 @@ return self-styled fragments (``<div class="ors-view">``), so that
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from html import escape
@@ -48,8 +49,12 @@ def _params(schema: Any) -> str:
 def _splits(env: Any) -> list[str]:
     ors = getattr(env, "unwrapped", env)
     try:
-        return [str(s.name) for s in ors.backend.splits(ors.env_name)]
-    except Exception:  # an async backend, or a server that lists none: leave it out
+        listed = ors.backend.splits(ors.env_name)
+        if inspect.iscoroutine(listed):  # an async backend: not asked from a repr
+            listed.close()
+            return []
+        return [str(s.name) for s in listed]
+    except Exception:  # a server that lists none, or cannot be reached: leave it out
         return []
 
 

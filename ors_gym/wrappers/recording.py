@@ -292,15 +292,17 @@ def _image_shape(data: str) -> list[int] | None:
 
 def read_trajectories(
     path: str | os.PathLike[str], *, strict: bool = False
-) -> list[dict[str, Any]]:
+) -> list[Episode]:
     """The episodes in a JSON-lines file written by :class:`RecordTrajectories`, in order.
+
+    Each is an :class:`Episode`: a plain dict that Jupyter shows as a transcript.
 
     A line that is not valid JSON (the tail of a write cut short by a crash)
     is skipped with a ``RuntimeWarning`` naming it; ``strict=True`` raises
     ``ValueError`` instead. Blank lines are ignored.
     """
     path = Path(path)
-    episodes: list[dict[str, Any]] = []
+    episodes: list[Episode] = []
     with open(path, "rb") as f:
         lines = f.read().split(b"\n")
     for number, raw in enumerate(lines, start=1):
@@ -325,8 +327,18 @@ def read_trajectories(
                 raise ValueError(message)
             warnings.warn(f"{message}; skipping it", RuntimeWarning, stacklevel=2)
             continue
-        episodes.append(record)
+        episodes.append(Episode(record))
     return episodes
+
+
+class Episode(dict[str, Any]):
+    """One recorded episode: the plain dict of its JSON line, shown in Jupyter as the
+    viewer's transcript (prompt, calls, results, images, rewards, why it ended)."""
+
+    def _repr_html_(self) -> str:
+        from ors_gym.viewer import episode_html
+
+        return episode_html(self)
 
 
 def trajectory_messages(trajectory: Mapping[str, Any]) -> list[Message]:
