@@ -164,7 +164,8 @@ def test_toolset_tools_join_the_session(backend: Any) -> None:
 def test_toolset_call_runs_in_the_sandbox(backend: Any) -> None:
     sid = backend.create_session("workshop", split="train", index=0, toolset="codex")
     made = backend.call("workshop", sid, "bash", {"command": "touch done.txt && echo made"})
-    assert made.ok and "made" in made.output.blocks[0].text and "(exit 0)" in made.output.blocks[0].text
+    text = made.output.blocks[0].text
+    assert made.ok and "made" in text and "(exit 0)" in text
     graded = backend.call("workshop", sid, "grade", {"answer": "ok"})
     assert graded.ok and graded.output.reward == 1.0 and graded.output.finished
 
