@@ -66,6 +66,9 @@ class Exchange:
     def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
         self.settings = settings
         self.clock = clock
+        #: Where a hosted deployment's bare paths lead (``/prompt`` -> ``/echo/prompt``),
+        #: once a permanent redirect showed it; None until then.
+        self.default_segment: str | None = None
 
     @property
     def location(self) -> str:
@@ -372,8 +375,25 @@ class Exchange:
                          what, redact_url(url))
             return url, {k: v for k, v in headers.items() if k.lower() not in dropped}
         if url == base or url.startswith(base + "/"):
-            return url[len(base):] or "/", headers
+            moved_to = url[len(base):] or "/"
+            self._learn_default(reply.status, current, moved_to)
+            return moved_to, headers
         return url, headers
+
+    def _learn_default(self, status: int, current: str, moved_to: str) -> None:
+        """Remember the environment a hosted deployment's bare paths are redirected to.
+
+        The SDK server answers a bare path with a permanent redirect (308) to
+        ``/{default}{path}``; later requests go there at once, saving a round trip
+        per request (the SDK client follows the redirect every time).
+        """
+        if status not in (301, 308) or not self.settings.hosted or current.count("/") != 1:
+            return
+        segment, _, rest = moved_to.lstrip("/").partition("/")
+        if segment and "/" + rest == current.split("?")[0] and self.default_segment is None:
+            logger.debug("%s redirects bare paths to /%s; using it from now on",
+                         self.settings.deployment, segment)
+            self.default_segment = segment
 
     # -- errors for requests that got no answer -------------------------------------------
 

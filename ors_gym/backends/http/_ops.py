@@ -9,7 +9,8 @@ is per backend. Wire details: /work/shared/ors-protocol.md.
 A hosted deployment is spoken to as the SDK client speaks to it: every request
 carries ``X-Deployment`` and a session id issued by ``/create_session`` (an
 ephemeral one, kept per backend, for discovery), and paths are prefixed by the
-``variant`` or bare (the server redirects them to its first environment).
+``variant`` or bare (the server redirects them to its first environment; once
+that permanent redirect was seen, its target is used directly).
 For a plain server the session id is a uuid4 made here, which the protocol
 allows: it saves the ``/create_session`` round trip, about 1.7 ms of a 5.5 ms
 create-prompt-delete cycle on loopback.
@@ -164,8 +165,10 @@ class Ops(Exchange):
                 server=self.location,
             )
         key = env_name.lower()
-        if self.settings.hosted:  # the deployment's default is its bare paths
-            return "" if key == self.settings.deployment.lower() else key  # type: ignore[union-attr]
+        if self.settings.hosted:  # the deployment's default: bare paths, until redirected
+            if key == self.settings.deployment.lower():  # type: ignore[union-attr]
+                return self.default_segment or ""
+            return key
         names = self.env_names
         if names is not None and key in names:  # the hot path: nothing to ask
             return key
