@@ -211,6 +211,16 @@ def test_rate_limit_waits_for_retry_after(door: tuple[FrontDoor, str]) -> None:
     assert elapsed >= 0.9 * (len(limited) - 1)
 
 
+def test_a_forgotten_discovery_id_is_replaced(door: tuple[FrontDoor, str]) -> None:
+    app, url = door
+    with HttpBackend(deployment="Beta/math", base_url=url, api_key=KEY) as b:
+        first = b.task("beta/math", "test", 0)
+        app.issued.clear()  # the gateway forgets every id it issued (a restart, a reaper)
+        assert b.task("beta/math", "test", 0) == first
+    refused = [s for s in app.requests() if s.status == 404]
+    assert len(refused) == 1 and refused[0].path == "/math/task"  # redirect learnt
+
+
 def test_messages_through_the_door(door: tuple[FrontDoor, str]) -> None:
     app, url = door
     with HttpBackend(deployment=DEPLOYMENT, base_url=url, api_key=KEY) as b:

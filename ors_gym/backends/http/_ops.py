@@ -122,10 +122,24 @@ class Ops(Exchange):
         return self.request("GET", path, what=f"GET {path}", where=self.where())
 
     def _discover(self, method: str, env: str, endpoint: str, body: Any = None) -> Op[Any]:
+        """A discovery request; a hosted one carries the discovery session id, and is
+        sent once more with a fresh id if the gateway no longer knows the old one."""
         path = self.path(env, endpoint)
         sid = yield from self._discovery()
-        return (yield from self.request(method, path, what=f"{method} {path}",
-                                        where=self.where(env, sid), body=body))
+        try:
+            return (yield from self.request(method, path, what=f"{method} {path}",
+                                            where=self.where(env, sid), body=body))
+        except OrsRequestError as exc:
+            if sid is None or exc.status_code not in (404, 410) or (
+                    "deployment not found" in exc.message.lower()):
+                raise
+            logger.debug("discovery session id %s refused (%s); asking for a new one",
+                         sid, exc.message)
+            if self.discovery_sid == sid:
+                self.discovery_sid = None
+            sid = yield from self._discovery()
+            return (yield from self.request(method, path, what=f"{method} {path}",
+                                            where=self.where(env, sid), body=body))
 
     def health(self) -> Op[dict[str, Any]]:
         """``/health``: ``{"status": "ok"}`` when the server is up."""
