@@ -25,6 +25,7 @@ from ors_gym.errors import redact_url
 __all__ = [
     "API_KEY_VAR",
     "DEFAULT_PLATFORM_URL",
+    "SETUP_TIMEOUT_S",
     "Settings",
     "Where",
     "configure",
