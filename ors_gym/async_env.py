@@ -47,11 +47,13 @@ Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 def make_async_backend(
     settings: EnvSettings, *, base_url: str | None = None, env_class: Any = None
 ) -> AsyncBackend:
-    """The async backend for ``base_url`` (HTTP) or ``env_class`` (in-process); URL first."""
-    if base_url is not None:
+    """The async backend for ``base_url`` or ``settings.deployment`` (HTTP), else
+    ``env_class`` (in-process); HTTP first."""
+    if base_url is not None or settings.remote:
         from ors_gym.backends.http import AsyncHttpBackend
 
-        _check_url(base_url)
+        if base_url is not None:
+            _check_url(base_url)
         return AsyncHttpBackend(
             base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs()
         )
@@ -64,6 +66,7 @@ def make_async_backend(
 
 NO_ENVIRONMENT = (
     "an ORS env needs an environment: pass base_url='http://host:port' for an ORS server, "
+    "deployment='Namespace/name' for a hosted OpenReward environment, "
     "env_class=MyEnv (or 'module:Class') to host an SDK environment in this process, "
     "or use gym.make('ors/GridWorld-v0') for a bundled one"
 )
@@ -191,6 +194,7 @@ class AsyncOrsEnv:
                     split=split,
                     index=index,
                     secrets=settings.plain_secrets(),
+                    **({} if settings.toolset is None else {"toolset": settings.toolset}),
                 )
             self.session_id = sid
             async with self.limiter:

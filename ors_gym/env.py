@@ -41,18 +41,19 @@ def make_backend(
     env_class: Any = None,
     **options: Any,
 ) -> Backend:
-    """The blocking backend: HTTP for ``base_url``, else in-process for ``env_class``.
+    """The blocking backend: HTTP for ``base_url`` or a hosted ``deployment`` option,
+    else in-process for ``env_class``.
 
-    ``base_url`` wins when both are given, so ``gym.make("ors/GridWorld-v0",
+    HTTP wins when both are given, so ``gym.make("ors/GridWorld-v0",
     base_url=...)`` talks to a server instead of hosting the bundled class.
     ``options`` are ``EnvSettings`` options (``api_key``, ``timeout``,
     ``backend_options``...), or pass ``settings``.
     """
     settings = settings or EnvSettings.from_options(options)
-    if base_url is not None:
+    if base_url is not None or settings.remote:
         from ors_gym.backends.http import HttpBackend
 
-        if not isinstance(base_url, str):
+        if base_url is not None and not isinstance(base_url, str):
             raise TypeError(f"base_url must be a str, got {type(base_url).__name__}")
         return HttpBackend(base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs())
     if env_class is not None:

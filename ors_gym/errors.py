@@ -11,6 +11,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 __all__ = [
     "OrsActionError",
+    "OrsAuthError",
     "OrsConnectionError",
     "OrsDependencyError",
     "OrsError",
@@ -131,6 +132,14 @@ class OrsRequestError(OrsHTTPError):
     """The server refused the request itself (unknown environment, split, index; 4xx)."""
 
 
+class OrsAuthError(OrsRequestError):
+    """The server (a hosted gateway) refused the API key, or none was sent (401/403).
+
+    Never retried: the same key gets the same answer. Set ``OPENREWARD_API_KEY``
+    or pass ``api_key=``.
+    """
+
+
 class OrsServerError(OrsHTTPError):
     """The server failed (5xx): a bug or a failed ``setup()`` in the environment."""
 
@@ -167,14 +176,19 @@ def error_for_status(
     """The error for an HTTP status an ORS server answered (or would have answered).
 
     A 404 or 410 on a session (``session_id`` given) means the session is gone:
-    ``OrsSessionExpired``. Any other 4xx is ``OrsRequestError``, and every other
+    ``OrsSessionExpired``. A 401 or 403 is ``OrsAuthError``. Any other 4xx is
+    ``OrsRequestError``, and every other
     status (5xx, or one no ORS server sends) ``OrsServerError``; both carry the
     status as ``status_code``. ``message`` is used as given.
     """
     where = {"server": server, "env_name": env_name, "session_id": session_id, "tool": tool}
     if status in (404, 410) and session_id is not None:
         return OrsSessionExpired(message, **where)
-    cls = OrsRequestError if 400 <= status < 500 else OrsServerError
+    cls: type[OrsHTTPError]
+    if status in (401, 403):
+        cls = OrsAuthError
+    else:
+        cls = OrsRequestError if 400 <= status < 500 else OrsServerError
     err = cls(message, **where)
     err.status_code = status
     return err

@@ -13,6 +13,10 @@ The scheme:
   when the server's name is a bundled environment's (``math`` ->
   ``ors-remote/Math-v0``), so a remote id never differs from an in-process one
   by case alone. ``ors-gym list`` shows every id with where it runs.
+- ``openreward/<Namespace>.<name>-v0`` (``...<name>.<variant>-v0`` with a
+  variant): a hosted OpenReward deployment ``Namespace/name``, added by
+  :func:`register_hosted`. ``gym.make("ors/Remote-v0", deployment="Namespace/name")``
+  reaches one without registering.
 """
 
 from __future__ import annotations
@@ -28,10 +32,13 @@ from ors_gym.secret import Secret
 
 __all__ = [
     "BUNDLED_MAX_STEPS",
+    "HOSTED_NAMESPACE",
     "NAMESPACE",
     "REMOTE_NAMESPACE",
     "gym_name",
+    "hosted_id",
     "register_bundled",
+    "register_hosted",
     "register_server",
     "remote_id",
 ]
@@ -40,6 +47,7 @@ logger = logging.getLogger("ors_gym")
 
 NAMESPACE = "ors"
 REMOTE_NAMESPACE = "ors-remote"
+HOSTED_NAMESPACE = "openreward"
 ENTRY_POINT = "ors_gym.env:OrsEnv"
 VECTOR_ENTRY_POINT = "ors_gym.vector:OrsVectorEnv"
 
@@ -167,3 +175,48 @@ def register_server(
             kwargs["api_key"] = Secret(api_key)
         _register(env_id, max_episode_steps, kwargs)
     return ids
+
+
+def hosted_id(deployment: str, variant: str | None = None) -> str:
+    """The id :func:`register_hosted` gives ``deployment`` (``"Namespace/name"``).
+
+    Gym ids allow one ``/`` (before the name) and read ``:`` as a module to
+    import, so the deployment's ``/`` becomes a ``.``: ``openreward/Namespace.name-v0``;
+    a variant follows another ``.`` (``openreward/Namespace.name.variant-v0``).
+    Other characters Gymnasium does not accept become ``_`` (:func:`gym_name`).
+    """
+    if not isinstance(deployment, str) or not re.fullmatch(r"[^/\s]+(/[^/\s]+)?", deployment):
+        raise ValueError(f"deployment must be 'Namespace/name', got {deployment!r}")
+    name = ".".join(gym_name(part) for part in deployment.split("/"))
+    if variant is not None:
+        name += "." + gym_name(variant)
+    return f"{HOSTED_NAMESPACE}/{name}-v0"
+
+
+def register_hosted(
+    deployment: str,
+    variant: str | None = None,
+    *,
+    max_episode_steps: int = REMOTE_MAX_STEPS,
+    **env_kwargs: Any,
+) -> str:
+    """Register a hosted OpenReward deployment as a Gymnasium id; returns the id.
+
+    ``register_hosted("Namespace/name")`` registers ``"openreward/Namespace.name-v0"``
+    (see :func:`hosted_id` for the scheme; with ``variant="v2"``,
+    ``"openreward/Namespace.name.v2-v0"``), so ``gym.make(id)`` and
+    ``gym.make_vec(id, num_envs=N, vectorization_mode="vector_entry_point")`` reach
+    it. Nothing is asked of the platform here. ``env_kwargs`` are env options
+    (``api_key``, ``toolset``, ``setup_timeout``, ``base_url``...); without
+    ``api_key`` and ``base_url`` the env reads ``OPENREWARD_API_KEY`` and the
+    SDK's session host when it is made. An ``api_key`` given is kept as a
+    ``Secret`` (never shown in the registry's specs).
+    """
+    env_id = hosted_id(deployment, variant)
+    kwargs: dict[str, Any] = {"deployment": deployment, **env_kwargs}
+    if variant is not None:
+        kwargs["variant"] = variant
+    if kwargs.get("api_key") is not None and not isinstance(kwargs["api_key"], Secret):
+        kwargs["api_key"] = Secret(str(kwargs["api_key"]))
+    _register(env_id, max_episode_steps, kwargs)
+    return env_id

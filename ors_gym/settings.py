@@ -37,8 +37,17 @@ class EnvSettings:
       ``max_image_pixels``: refuse larger images (a note in the text instead);
     - ``max_calls_per_step``: tool calls run per step at most;
     - ``api_key``, ``secrets``: credentials sent to the server (never logged or shown);
-    - ``timeout``: the HTTP backend's request timeout in seconds; ``backend_options``:
-      further keyword arguments for the backend built from ``base_url`` or ``env_class``.
+    - ``timeout``: the HTTP backend's request timeout in seconds; ``setup_timeout``:
+      how long creating a session and getting its prompt may take (the environment's
+      constructor, ``setup()`` and prompt run meanwhile; HTTP default 1800 s);
+      ``backend_options``: further keyword arguments for the backend built from
+      ``base_url``, ``deployment`` or ``env_class``;
+    - ``deployment`` (``"Namespace/name"``) and ``variant``: a hosted OpenReward
+      environment, reached as the SDK reaches it (the session host and
+      ``OPENREWARD_API_KEY`` from the environment unless ``base_url``/``api_key`` are
+      given);
+    - ``toolset``: a session toolset bound to every episode
+      (``openreward.toolsets.BUILTIN_TOOLSETS``, e.g. ``"codex"``).
     """
 
     split: str | None = None
@@ -52,6 +61,10 @@ class EnvSettings:
     api_key: Secret | None = field(default=None, repr=False)
     secrets: Mapping[str, Secret] | None = field(default=None, repr=False)
     timeout: float | None = None
+    setup_timeout: float | None = None
+    deployment: str | None = None
+    variant: str | None = None
+    toolset: str | None = None
     backend_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -86,6 +99,19 @@ class EnvSettings:
                 for k, v in self.secrets.items()
             })
         object.__setattr__(self, "backend_options", dict(self.backend_options or {}))
+        for name in ("deployment", "variant", "toolset"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"{name} must be a non-empty str or None, got {value!r}")
+        if self.variant is not None and self.deployment is None:
+            raise ValueError(
+                f"variant={self.variant!r} needs deployment='Namespace/name'; for a plain "
+                "server name the environment with env_name"
+            )
+        if self.setup_timeout is not None and not self.setup_timeout > 0:
+            raise ValueError(
+                f"setup_timeout must be a positive number of seconds, got {self.setup_timeout!r}"
+            )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], **defaults: Any) -> EnvSettings:
@@ -120,8 +146,16 @@ class EnvSettings:
         return {k: str(reveal(v)) for k, v in self.secrets.items()}
 
     def backend_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for an HTTP backend: ``backend_options`` plus ``timeout``."""
+        """Keyword arguments for an HTTP backend: ``backend_options`` plus ``timeout``,
+        ``setup_timeout``, ``deployment`` and ``variant`` where given."""
         kwargs = dict(self.backend_options)
-        if self.timeout is not None:
-            kwargs["timeout"] = self.timeout
+        for name in ("timeout", "setup_timeout", "deployment", "variant"):
+            value = getattr(self, name)
+            if value is not None:
+                kwargs[name] = value
         return kwargs
+
+    @property
+    def remote(self) -> bool:
+        """Whether the env talks to a hosted deployment (an HTTP backend without base_url)."""
+        return self.deployment is not None

@@ -41,6 +41,7 @@ from ors_gym.backends.http._steps import (
     Streamed,
 )
 from ors_gym.errors import (
+    OrsAuthError,
     OrsConnectionError,
     OrsError,
     OrsProtocolError,
@@ -222,7 +223,8 @@ def test_a_trickling_answer_meets_the_total_time() -> None:
 @pytest.mark.parametrize(
     ("status", "session", "detail", "cls", "pattern"),
     [
-        (401, False, "bad key", OrsRequestError, r"refused \(401: bad key\); check the api_key"),
+        (401, False, "bad key", OrsAuthError,
+         r"refused \(401: bad key\): the API key .*OPENREWARD_API_KEY"),
         (422, True, "index", OrsRequestError, r"refused \(422\): index"),
         (404, False, "Not Found", OrsRequestError, r"refused \(404\): Not Found"),
         (404, True, "Active environment not found", OrsSessionExpired,

@@ -594,17 +594,22 @@ def test_hostile_answers_during_reset(hostile: tuple[HostileServer, OrsEnv], cas
 
 def test_trickling_answer_meets_the_request_timeout(hostile_server: HostileServer) -> None:
     # One byte every 100 ms never trips a per-read timeout; ``timeout`` is
-    # documented to bound each ordinary request, so the trickle must end there.
+    # documented to bound each ordinary request (``setup_timeout`` the prompt,
+    # which waits for the environment's setup), so the trickle must end there.
     hs = hostile_server
     hs.app.reset()
-    env = OrsEnv(base_url=hs.url, env_name="echo", timeout=1.0, backend_options=_fast())
+    env = OrsEnv(base_url=hs.url, env_name="echo", timeout=1.0, setup_timeout=1.5,
+                 backend_options=_fast())
     try:
         env.reset(seed=0)
-        hs.app.plan("/echo/prompt", streamed(b"[", b" ", interval=0.1, max_seconds=15,
-                                             content_type="application/json"))
-        outcome, _ = _bounded(lambda: env.reset(seed=1))
-        assert isinstance(outcome, OrsTimeoutError), outcome
-        assert "timeout=1.0" in str(outcome)
+        for path, limit in (("/echo/task_tools", "timeout=1.0"),
+                            ("/echo/prompt", "setup_timeout=1.5")):
+            hs.app.plan(path, streamed(b"[", b" ", interval=0.1, max_seconds=15,
+                                       content_type="application/json"))
+            outcome, _ = _bounded(lambda: env.reset(seed=1))
+            assert isinstance(outcome, OrsTimeoutError), outcome
+            assert limit in str(outcome)
+            hs.app.reset()
     finally:
         hs.app.reset()
         env.close()

@@ -67,10 +67,14 @@ class Backend(Protocol):
         split: str | None = None,
         index: int | None = None,
         secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        Give either ``task_spec`` or ``split`` and ``index``.
+        Give either ``task_spec`` or ``split`` and ``index``. ``toolset`` names a
+        session toolset (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
+        the session's and its terminal tool, if any, replaces the environment's.
+        Callers pass it only when not None, so backends without it keep working.
         """
         ...
 
@@ -158,10 +162,14 @@ class AsyncBackend(Protocol):
         split: str | None = None,
         index: int | None = None,
         secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        Give either ``task_spec`` or ``split`` and ``index``.
+        Give either ``task_spec`` or ``split`` and ``index``. ``toolset`` names a
+        session toolset (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
+        the session's and its terminal tool, if any, replaces the environment's.
+        Callers pass it only when not None, so backends without it keep working.
         """
         ...
 

@@ -123,6 +123,10 @@ class OrsVectorEnv(VectorEnv):
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
         urls = server_urls(base_url)
+        if urls is None and settings.remote:  # a hosted deployment: the SDK's session host
+            from ors_gym.backends.http._settings import hosted_location
+
+            urls = [hosted_location()]
         if urls is None and env_class is None:
             raise ValueError(
                 "OrsVectorEnv needs an environment: base_url='http://host:port' (or a list "
@@ -171,6 +175,8 @@ class OrsVectorEnv(VectorEnv):
     def _http_servers(
         self, urls: list[str], settings: EnvSettings, max_connections: int | None
     ) -> list[AsyncBackend]:
+        """One ``AsyncHttpBackend`` per URL over one pooled client; a hosted
+        ``deployment`` (with its ``variant``) reaches every URL through the settings."""
         from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
         # One client for every server: httpx pools connections per host inside it.

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ors_gym import _json
-from ors_gym.backends.http._settings import Where
+from ors_gym.backends.http._settings import API_KEY_VAR, Where
 from ors_gym.errors import OrsError, OrsProtocolError, error_for_status
 from ors_gym.protocol import check_secrets
 
@@ -44,9 +44,16 @@ _DETAIL_LIMIT = 2000
 # -- requests ----------------------------------------------------------------------------
 
 
-def secrets_header(secrets: Mapping[str, str]) -> str:
-    """The ``X-Secrets`` value: standard base64 of ``{"KEY": {"value": "..."}}``."""
-    payload = {key: {"value": value} for key, value in check_secrets(secrets).items()}
+def secrets_header(
+    secrets: Mapping[str, str], scoped: Mapping[str, tuple[str, list[str]]] | None = None
+) -> str:
+    """The ``X-Secrets`` value: standard base64 of ``{"KEY": {"value": "..."}}``; ``scoped``
+    secrets also carry their ``allowed_domains`` (the user's own win on a clash)."""
+    payload: dict[str, dict[str, Any]] = {
+        key: {"value": value, "allowed_domains": list(domains)}
+        for key, (value, domains) in (scoped or {}).items()
+    }
+    payload.update({key: {"value": value} for key, value in check_secrets(secrets).items()})
     return base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
 
 
@@ -57,9 +64,11 @@ def build_headers(
     secrets: Mapping[str, str] | None = None,
     extra: Mapping[str, str] | None = None,
     basic_auth: str | None = None,
+    deployment: str | None = None,
+    scoped: Mapping[str, tuple[str, list[str]]] | None = None,
 ) -> dict[str, str]:
-    """Per-request headers: the user's ``extra`` ones, basic auth, API key, session id,
-    secrets (the only place they travel)."""
+    """Per-request headers: the user's ``extra`` ones, basic auth, API key, deployment,
+    session id, secrets (the only place they travel)."""
     headers = dict(extra or {})
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = ACCEPT_ENCODING
@@ -67,10 +76,12 @@ def build_headers(
         headers["Authorization"] = basic_auth
     if api_key:
         headers["X-API-Key"] = api_key
+    if deployment:
+        headers["X-Deployment"] = deployment
     if session_id:
         headers["X-Session-ID"] = session_id
-    if secrets:
-        headers["X-Secrets"] = secrets_header(secrets)
+    if secrets or scoped:
+        headers["X-Secrets"] = secrets_header(secrets or {}, scoped)
     return headers
 
 
@@ -88,9 +99,14 @@ def encode_json(payload: Any, *, what: str) -> bytes:
 # -- answers -----------------------------------------------------------------------------
 
 
-def error_detail(body: bytes) -> str:
-    """The server's explanation of an error answer: FastAPI's ``detail``, else the text."""
+def error_detail(body: bytes, hide: str | None = None) -> str:
+    """The server's explanation of an error answer: FastAPI's ``detail``, else the text.
+
+    ``hide`` (the API key) is masked wherever the server echoed it.
+    """
     text = body.decode("utf-8", "replace").strip()
+    if hide:
+        text = text.replace(hide, "***")
     try:
         payload = json.loads(text)
     except ValueError:
@@ -113,7 +129,8 @@ def status_error(
     session is gone, except a 404 saying the environment does not implement the
     endpoint (``/score_group``).
     """
-    gone = session and status in (404, 410) and "not implement" not in detail
+    gone = (session and status in (404, 410) and "not implement" not in detail
+            and "deployment not found" not in detail.lower())
     if gone:
         message = (
             f"session {where.session_id} is gone on the server (deleted, reaped after 15 "
@@ -122,8 +139,14 @@ def status_error(
         )
     elif status in (401, 403):
         message = (
-            f"{what} was refused ({status}: {detail}); check the api_key given to "
-            "HttpBackend (sent as X-API-Key)"
+            f"{what} was refused ({status}: {detail}): the API key is missing or was not "
+            f"accepted; set {API_KEY_VAR} (or pass api_key=...) to a valid key "
+            "(sent as X-API-Key)"
+        )
+    elif status == 404 and "deployment not found" in detail.lower():
+        message = (
+            f"{what} was refused (404: {detail}): no such deployment; deployment names are "
+            "'Namespace/name' and case-sensitive, check it on OpenReward"
         )
     elif 400 <= status < 500:
         message = f"{what} was refused ({status}): {detail}"

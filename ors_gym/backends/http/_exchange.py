@@ -66,6 +66,9 @@ class Exchange:
     def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
         self.settings = settings
         self.clock = clock
+        #: Where a hosted deployment's bare paths lead (``/prompt`` -> ``/echo/prompt``),
+        #: once a permanent redirect showed it; None until then.
+        self.default_segment: str | None = None
 
     @property
     def location(self) -> str:
@@ -77,21 +80,29 @@ class Exchange:
         return Where(self.settings.location, env_name, session_id, tool)
 
     def headers(
-        self, session_id: str | None, secrets: Mapping[str, str] | None = None
+        self, session_id: str | None, secrets: Mapping[str, str] | None = None,
+        scoped: Mapping[str, tuple[str, list[str]]] | None = None,
     ) -> dict[str, str]:
-        """Every header of a request: the user's, auth, API key, session id, secrets."""
+        """Every header of a request: the user's, auth, API key, deployment, session id,
+        secrets."""
         s = self.settings
         return build_headers(api_key=s.api_key, session_id=session_id, secrets=secrets,
-                             extra=dict(s.headers), basic_auth=s.basic_auth)
+                             extra=dict(s.headers), basic_auth=s.basic_auth,
+                             deployment=s.deployment, scoped=scoped)
 
-    def _budget(self, max_retries: int | None = None) -> RetryBudget:
+    def _budget(
+        self, max_retries: int | None = None, ride_out: float | None = None
+    ) -> RetryBudget:
         s = self.settings
         return RetryBudget(
             max_retries=s.max_retries if max_retries is None else max_retries,
             backoff=s.backoff,
-            starting_ride_out=s.starting_ride_out,
+            starting_ride_out=s.starting_ride_out if ride_out is None else ride_out,
             started=self.clock(),
         )
+
+    def _detail(self, body: bytes) -> str:
+        return error_detail(body, hide=self.settings.api_key)
 
     # -- one JSON request ---------------------------------------------------------------
 
@@ -108,28 +119,39 @@ class Exchange:
         fallback: frozenset[int] = frozenset(),
         max_retries: int | None = None,
         timeout: float | None = None,
+        setup: bool = False,
+        scoped: Mapping[str, tuple[str, list[str]]] | None = None,
     ) -> Op[Any]:
         """One JSON request with retries; returns the decoded answer.
 
         Answers with a status in ``fallback`` return ``MISSING`` instead of raising.
-        Every request used here is idempotent (``/create`` carries a client-made
-        session id), so a dropped connection is retried; a timeout is not (the
-        server is slow, and asking again would not help), nor a refused connection.
+        Every request used here is idempotent (``/create`` carries its session id),
+        so a dropped connection is retried; a timeout is not (the server is slow,
+        and asking again would not help), nor a refused connection. A ``setup``
+        request (``/create``, ``/prompt``, ``/messages``: the environment's own
+        code runs meanwhile) waits for ``setup_timeout`` in all, retries and
+        "starting" answers included, as the SDK client waits, instead of ``timeout``
+        (a server still "starting" after ``starting_ride_out`` fails sooner).
         """
         s = self.settings
-        headers = self.headers(where.session_id, secrets)
+        headers = self.headers(where.session_id, secrets, scoped)
         content = None if body is None else encode_json(body, what=what)
-        budget = self._budget(max_retries)
-        limit = s.timeout if timeout is None else timeout
+        budget = self._budget(
+            max_retries, min(s.setup_timeout, s.starting_ride_out) if setup else None
+        )
+        end = self.clock() + s.setup_timeout if setup else None
         target, hops = path, 0
         while True:
             hint: RetryHint | None = None
-            check = _TotalTime(self, self.clock() + limit, limit, what, where)
+            if end is not None:
+                timeout = max(end - self.clock(), 0.001)
+            limit = s.timeout if timeout is None else timeout
+            check = _TotalTime(self, self.clock() + limit, limit, what, where, setup)
             reply = yield Fetch(method, target, headers, content, timeout, what, where,
                                 s.max_response_bytes, check)
             if isinstance(reply, Failure):
                 if reply.kind in ("read_timeout", "timeout"):
-                    raise self.timeout_error(what, where, reply)
+                    raise self.timeout_error(what, where, reply, setup)
                 failure: OrsError = self.transport_error(what, where, reply)
                 if reply.kind == "refused":
                     raise failure
@@ -148,7 +170,7 @@ class Exchange:
                 if status in fallback:
                     return MISSING
                 failure = status_error(
-                    status, error_detail(reply.body), what=what, where=where, session=session
+                    status, self._detail(reply.body), what=what, where=where, session=session
                 )
                 hint = retry_hint(status, reply.headers)
                 if hint is None:
@@ -156,8 +178,64 @@ class Exchange:
             delay = budget.next_delay(hint, self.clock())
             if delay is None:
                 raise failure
+            if end is not None:
+                if self.clock() + delay >= end:
+                    raise failure
             logger.debug("%s %s: retry %d in %.2f s (%s)", method, path, budget.attempts,
                          delay, failure.message)
+            yield Sleep(delay)
+
+    # -- a server-issued session id -------------------------------------------------------
+
+    def new_session_id(
+        self, where: Where, secrets: Mapping[str, str] | None = None,
+        scoped: Mapping[str, tuple[str, list[str]]] | None = None,
+    ) -> Op[str]:
+        """A session id issued by the server: POST ``/create_session``, its ``task_id`` event.
+
+        Retried as the SDK retries it (429/502/503/504 honouring ``Retry-After``, and
+        dropped connections, up to three times): an id issued but never used costs
+        the server nothing. Once the ``task_id`` event arrived the id is the
+        server's, however the stream ends. A session's ``secrets`` go with it, as
+        the SDK sends them (a gateway may provision with them).
+        """
+        s = self.settings
+        what = "create a session id (POST /create_session)"
+        headers = self.headers(None, secrets, scoped)
+        budget = self._budget(max_retries=min(s.max_retries, 3))
+        target, hops = "/create_session", 0
+        while True:
+            hint: RetryHint | None = None
+            sink = StreamAssembler(max_bytes=s.max_response_bytes, what=what, where=where)
+            reply = yield Stream(target, headers, b"{}", s.timeout, sink, what, where)
+            if sink.task_id:
+                return sink.task_id
+            if isinstance(reply, Streamed):
+                raise OrsProtocolError(
+                    f"{what}: the stream ended without a task_id event; is this an ORS "
+                    "session host?", **where.kw(),
+                )
+            if isinstance(reply, Answer):
+                _log("POST", target, reply.status, reply.elapsed)
+                moved = self._redirect(reply, target, hops, headers, what, where)
+                if moved is not None:
+                    (target, headers), hops = moved, hops + 1
+                    continue
+                failure: OrsError = status_error(
+                    reply.status, self._detail(reply.body), what=what, where=where
+                )
+                hint = retry_hint(reply.status, reply.headers)
+                if hint is None:
+                    raise failure
+            else:
+                assert isinstance(reply, Failure), reply
+                failure = self.transport_error(what, where, reply)
+                if reply.kind == "refused":
+                    raise failure
+            delay = budget.next_delay(hint, self.clock())
+            if delay is None:
+                raise failure
+            logger.debug("POST /create_session: %s; retrying in %.2f s", failure.message, delay)
             yield Sleep(delay)
 
     # -- one SSE tool call ----------------------------------------------------------------
@@ -207,7 +285,7 @@ class Exchange:
                     (target, headers), hops = moved, hops + 1
                     continue
                 failure = status_error(
-                    reply.status, error_detail(reply.body), what=what, where=where, session=True
+                    reply.status, self._detail(reply.body), what=what, where=where, session=True
                 )
                 hint = retry_hint(reply.status, reply.headers)
                 if hint is None:
@@ -297,8 +375,25 @@ class Exchange:
                          what, redact_url(url))
             return url, {k: v for k, v in headers.items() if k.lower() not in dropped}
         if url == base or url.startswith(base + "/"):
-            return url[len(base):] or "/", headers
+            moved_to = url[len(base):] or "/"
+            self._learn_default(reply.status, current, moved_to)
+            return moved_to, headers
         return url, headers
+
+    def _learn_default(self, status: int, current: str, moved_to: str) -> None:
+        """Remember the environment a hosted deployment's bare paths are redirected to.
+
+        The SDK server answers a bare path with a permanent redirect (308) to
+        ``/{default}{path}``; later requests go there at once, saving a round trip
+        per request (the SDK client follows the redirect every time).
+        """
+        if status not in (301, 308) or not self.settings.hosted or current.count("/") != 1:
+            return
+        segment, _, rest = moved_to.lstrip("/").partition("/")
+        if segment and "/" + rest == current.split("?")[0] and self.default_segment is None:
+            logger.debug("%s redirects bare paths to /%s; using it from now on",
+                         self.settings.deployment, segment)
+            self.default_segment = segment
 
     # -- errors for requests that got no answer -------------------------------------------
 
@@ -324,12 +419,16 @@ class Exchange:
             **where.kw(),
         )
 
-    def timeout_error(self, what: str, where: Where, failure: Failure) -> OrsTimeoutError:
-        """The error for a request whose answer did not come within ``timeout``."""
+    def timeout_error(
+        self, what: str, where: Where, failure: Failure, setup: bool = False
+    ) -> OrsTimeoutError:
+        """The error for a request whose answer did not come within ``timeout``
+        (``setup_timeout`` for a ``setup`` request)."""
         s = self.settings
+        name, limit = ("setup_timeout", s.setup_timeout) if setup else ("timeout", s.timeout)
         return OrsTimeoutError(
-            f"{what}: no answer from {s.location} within timeout={s.timeout} s "
-            f"({failure.error_type}); raise {s.owner}(timeout=...) if the server is slow",
+            f"{what}: no answer from {s.location} within {name}={limit} s "
+            f"({failure.error_type}); raise {s.owner}({name}=...) if the server is slow",
             **where.kw(),
         )
 
@@ -348,14 +447,16 @@ class Exchange:
 class _TotalTime:
     """The check a ``BodyReader`` runs after each piece: the request's time is up."""
 
-    __slots__ = ("deadline", "exchange", "limit", "what", "where")
+    __slots__ = ("deadline", "exchange", "limit", "name", "what", "where")
 
     def __init__(
-        self, exchange: Exchange, deadline: float, limit: float, what: str, where: Where
+        self, exchange: Exchange, deadline: float, limit: float, what: str, where: Where,
+        setup: bool = False,
     ) -> None:
         self.exchange = exchange
         self.deadline = deadline
-        self.limit = limit
+        self.limit = exchange.settings.setup_timeout if setup else limit
+        self.name = "setup_timeout" if setup else "timeout"
         self.what = what
         self.where = where
 
@@ -364,7 +465,8 @@ class _TotalTime:
             s = self.exchange.settings
             raise OrsTimeoutError(
                 f"{self.what}: the answer from {s.location} was still arriving after "
-                f"timeout={self.limit} s; raise {s.owner}(timeout=...) if the server is slow",
+                f"{self.name}={self.limit} s; raise {s.owner}({self.name}=...) if the "
+                "server is slow",
                 **self.where.kw(),
             )
 

@@ -3,19 +3,46 @@
 ``Settings`` is made once per backend and shared, read-only, by the sans-IO
 operations and both drivers. The URL helpers keep credentials out of every
 URL that is shown: user-info becomes a basic-auth header instead.
+
+A hosted environment (``deployment="Namespace/name"``) is reached as the SDK
+reaches it: through the session host ``OPENREWARD_SESSION_URL``, else the
+``sessions.`` subdomain of ``OPENREWARD_URL`` (default ``https://openreward.ai``),
+with the key ``OPENREWARD_API_KEY``; arguments given explicitly win.
 """
 
 from __future__ import annotations
 
 import base64
+import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from ors_gym.errors import redact_url
 
-__all__ = ["Settings", "Where", "configure", "origin", "split_base_url", "url_of"]
+__all__ = [
+    "API_KEY_VAR",
+    "DEFAULT_PLATFORM_URL",
+    "SETUP_TIMEOUT_S",
+    "Settings",
+    "Where",
+    "configure",
+    "hosted_location",
+    "key_domains",
+    "origin",
+    "split_base_url",
+    "url_of",
+]
+
+#: The variable the SDK (and so ors_gym, for hosted environments) reads the API key from.
+API_KEY_VAR = "OPENREWARD_API_KEY"
+#: The platform's own address, as in the SDK (``openreward.client.DEFAULT_BASE_URL``).
+DEFAULT_PLATFORM_URL = "https://openreward.ai"
+#: Default bound on creating a session and waiting for its prompt (the SDK's creation
+#: timeout is 30 minutes; its prompt request has none).
+SETUP_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +81,12 @@ class Settings:
     backoff: float = 0.5
     starting_ride_out: float = 600.0
     max_response_bytes: int = 64 * 1024 * 1024
+    setup_timeout: float = SETUP_TIMEOUT_S
     owner: str = "HttpBackend"
+    #: A hosted deployment (``Namespace/name``), sent as ``X-Deployment``; its sessions
+    #: come from ``/create_session``. ``variant``: one environment class inside it.
+    deployment: str | None = None
+    variant: str | None = None
     #: The user's extra headers, and basic auth from the URL's user-info: sent to the
     #: server only (dropped when a redirect leads to another origin).
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -72,6 +104,15 @@ class Settings:
             )
         if self.max_retries < 0 or self.backoff < 0:
             raise ValueError("max_retries and backoff must not be negative")
+        if self.setup_timeout <= 0:
+            raise ValueError(
+                f"setup_timeout must be a positive number of seconds, got {self.setup_timeout}"
+            )
+
+    @property
+    def hosted(self) -> bool:
+        """Whether this is a hosted deployment (server-issued session ids, ``X-Deployment``)."""
+        return self.deployment is not None
 
 
 def split_base_url(base_url: str, owner: str = "HttpBackend") -> tuple[str, str | None]:
@@ -90,21 +131,90 @@ def split_base_url(base_url: str, owner: str = "HttpBackend") -> tuple[str, str 
     return (redact_url(base_url) or base_url).rstrip("/"), basic_auth
 
 
+def hosted_location(environ: Mapping[str, str] | None = None) -> str:
+    """The session host the SDK uses: ``OPENREWARD_SESSION_URL``, else the ``sessions.``
+    subdomain of ``OPENREWARD_URL`` (default the platform's own address)."""
+    env = os.environ if environ is None else environ
+    explicit = env.get("OPENREWARD_SESSION_URL")
+    if explicit:
+        return explicit
+    parts = urlsplit(env.get("OPENREWARD_URL") or DEFAULT_PLATFORM_URL)
+    return urlunsplit(parts._replace(netloc=f"sessions.{parts.netloc}"))
+
+
+#: First-party services the SDK lets an environment use the user's key with.
+_SERVICE_URLS = (("OPENREWARD_WEB_SEARCH_URL", "https://search.openreward.ai/search"),
+                 ("OPENREWARD_WEB_FETCH_URL", "https://search.openreward.ai/fetch"))
+
+
+def key_domains(location: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Where a hosted environment may use the user's key, as the SDK's
+    ``augment_secrets_with_api_key`` computes it: the session host, the API host,
+    the first-party services, and their ``<first label>.openreward.internal`` twins."""
+    env = os.environ if environ is None else environ
+    platform = urlsplit(env.get("OPENREWARD_URL") or DEFAULT_PLATFORM_URL)
+    api = env.get("OPENREWARD_API_URL") or urlunsplit(
+        platform._replace(netloc=f"api.{platform.netloc}"))
+    hosts: list[str] = []
+    for url in (location, api, *(env.get(name) or default for name, default in _SERVICE_URLS)):
+        host = urlsplit(url).hostname
+        if host and host not in hosts:
+            hosts.append(host)
+    hosts += [f"{h.split('.')[0]}.openreward.internal" for h in hosts if h.count(".") >= 2]
+    return hosts
+
+
+def _check_deployment(deployment: Any, variant: Any, owner: str) -> None:
+    if not isinstance(deployment, str) or not re.fullmatch(r"[^/\s]+(/[^/\s]+)?", deployment):
+        raise ValueError(
+            f"{owner} deployment must be 'Namespace/name' as shown on OpenReward, "
+            f"got {deployment!r}"
+        )
+    if variant is not None and (not isinstance(variant, str) or not variant
+                                or not re.fullmatch(r"[\w.-]+", variant)):
+        raise ValueError(
+            f"{owner} variant must be an environment name inside the deployment (letters, "
+            f"digits, '_', '.', '-') or None, got {variant!r}"
+        )
+
+
 def configure(
     owner: str,
-    base_url: str,
+    base_url: str | None,
     *,
     keepalive_interval: float | None,
     headers: Mapping[str, str] | None,
+    api_key: str | None = None,
+    deployment: str | None = None,
+    variant: str | None = None,
     **options: Any,
 ) -> Settings:
-    """The ``Settings`` of a backend made as ``owner(base_url, ...)``; checks every option."""
+    """The ``Settings`` of a backend made as ``owner(base_url, ...)``; checks every option.
+
+    With ``deployment``, ``base_url`` and ``api_key`` default to the SDK's variables
+    (see the module docstring); for a plain server nothing is read from the environment.
+    """
+    if deployment is not None:
+        _check_deployment(deployment, variant, owner)
+        base_url = base_url or hosted_location()
+        api_key = api_key or os.environ.get(API_KEY_VAR) or None
+    elif variant is not None:
+        raise ValueError(
+            f"{owner}: variant={variant!r} needs deployment='Namespace/name'; for a plain "
+            "server, name the environment with env_name instead"
+        )
+    if base_url is None:
+        raise ValueError(
+            f"{owner} needs base_url='http://host:port' (an ORS server) or "
+            "deployment='Namespace/name' (a hosted environment)"
+        )
     location, basic_auth = split_base_url(base_url, owner)
     if keepalive_interval is not None and keepalive_interval <= 0:
         raise ValueError(
             f"keepalive_interval must be positive or None (off), got {keepalive_interval}"
         )
-    return Settings(location=location, owner=owner, basic_auth=basic_auth,
+    return Settings(location=location, owner=owner, basic_auth=basic_auth, api_key=api_key,
+                    deployment=deployment, variant=variant,
                     headers=tuple((headers or {}).items()), **options)
 
 

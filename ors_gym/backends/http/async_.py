@@ -35,7 +35,7 @@ from ors_gym.backends.http._httpx import (
 )
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
-from ors_gym.backends.http._settings import configure, url_of
+from ors_gym.backends.http._settings import SETUP_TIMEOUT_S, configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import (
@@ -67,8 +67,10 @@ class AsyncHttpBackend:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         *,
+        deployment: str | None = None,
+        variant: str | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
@@ -76,6 +78,7 @@ class AsyncHttpBackend:
         max_retries: int = 5,
         backoff: float = 0.5,
         starting_ride_out: float = 600.0,
+        setup_timeout: float = SETUP_TIMEOUT_S,
         keepalive_interval: float | None = 30.0,
         max_response_bytes: int = 64 * 1024 * 1024,
         headers: Mapping[str, str] | None = None,
@@ -88,6 +91,7 @@ class AsyncHttpBackend:
             headers=headers, api_key=api_key, timeout=timeout, connect_timeout=connect_timeout,
             call_timeout=call_timeout, max_retries=max_retries, backoff=backoff,
             starting_ride_out=starting_ride_out, max_response_bytes=max_response_bytes,
+            setup_timeout=setup_timeout, deployment=deployment, variant=variant,
         )
         self.base_url = self.location = self.settings.location
         self.headers = dict(headers or {})
@@ -116,6 +120,10 @@ class AsyncHttpBackend:
         self._init_runtime()
 
     def __repr__(self) -> str:
+        s = self.settings
+        if s.hosted:
+            variant = "" if s.variant is None else f", variant={s.variant!r}"
+            return f"AsyncHttpBackend({self.location!r}, deployment={s.deployment!r}{variant})"
         return f"AsyncHttpBackend({self.location!r})"
 
     async def __aenter__(self) -> AsyncHttpBackend:
@@ -268,13 +276,16 @@ class AsyncHttpBackend:
         split: str | None = None,
         index: int | None = None,
         secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        Give either ``task_spec`` or ``split`` and ``index``.
+        Give either ``task_spec`` or ``split`` and ``index``; ``toolset`` names a
+        session toolset (see ``HttpBackend.create_session``).
         """
         sid = await self._run(self._ops.create_session(
-            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets
+            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets,
+            toolset=toolset,
         ))
         self._open.add(sid)
         self._start_keepalive()
@@ -329,6 +340,10 @@ class AsyncHttpBackend:
         sids, self._open = list(self._open), set()
         if sids and (self._client is not None or self._shared_client is not None):
             await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
+        if self._ops.discovery_sid is not None and (
+            self._client is not None or self._shared_client is not None
+        ):
+            await self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
         client, self._client = self._client, None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.aclose()

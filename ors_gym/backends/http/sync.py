@@ -29,7 +29,7 @@ from ors_gym.backends.http._httpx import (
     stream_timeout,
 )
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._settings import configure, url_of
+from ors_gym.backends.http._settings import SETUP_TIMEOUT_S, configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import (
@@ -59,14 +59,26 @@ class HttpBackend:
     fails at once: nothing listens); ``starting_ride_out`` is how long an
     environment whose ``setup()`` is still running is waited for.
     ``keepalive_interval`` is how often open sessions are pinged (None disables
-    it). ``api_key`` is sent as ``X-API-Key`` and never shown in logs, reprs or
-    errors.
+    it), also while a slow ``/create``, ``/prompt`` or ``/messages`` runs: those
+    wait up to ``setup_timeout`` for the environment's constructor, ``setup()``
+    and prompt, as the SDK client waits. ``api_key`` is sent as ``X-API-Key``
+    and never shown in logs, reprs or errors.
+
+    A hosted environment: ``deployment="Namespace/name"`` (sent as
+    ``X-Deployment``; sessions come from ``/create_session``), optionally
+    ``variant`` (one environment class inside it; without it the server's
+    first). ``base_url`` and ``api_key`` then default as in the SDK: the session
+    host ``OPENREWARD_SESSION_URL``, else ``sessions.`` + ``OPENREWARD_URL``
+    (default ``https://openreward.ai``), and ``OPENREWARD_API_KEY``. A missing
+    or refused key raises ``OrsAuthError``.
     """
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         *,
+        deployment: str | None = None,
+        variant: str | None = None,
         api_key: str | None = None,
         timeout: float = 30.0,
         connect_timeout: float = 5.0,
@@ -74,6 +86,7 @@ class HttpBackend:
         max_retries: int = 5,
         backoff: float = 0.5,
         starting_ride_out: float = 600.0,
+        setup_timeout: float = SETUP_TIMEOUT_S,
         keepalive_interval: float | None = 30.0,
         max_response_bytes: int = 64 * 1024 * 1024,
         headers: Mapping[str, str] | None = None,
@@ -83,6 +96,7 @@ class HttpBackend:
             api_key=api_key, timeout=timeout, connect_timeout=connect_timeout,
             call_timeout=call_timeout, max_retries=max_retries, backoff=backoff,
             starting_ride_out=starting_ride_out, max_response_bytes=max_response_bytes,
+            setup_timeout=setup_timeout, deployment=deployment, variant=variant,
         )
         self.base_url = self.location = self.settings.location
         self.headers = dict(headers or {})
@@ -109,6 +123,10 @@ class HttpBackend:
         self._init_runtime()
 
     def __repr__(self) -> str:
+        s = self.settings
+        if s.hosted:
+            variant = "" if s.variant is None else f", variant={s.variant!r}"
+            return f"HttpBackend({self.location!r}, deployment={s.deployment!r}{variant})"
         return f"HttpBackend({self.location!r})"
 
     def __enter__(self) -> HttpBackend:
@@ -262,15 +280,21 @@ class HttpBackend:
         split: str | None = None,
         index: int | None = None,
         secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        Give either ``task_spec`` or ``split`` and ``index``. The session id is a
-        uuid4 made here (the protocol allows any unique id), which saves the
-        ``/create_session`` round trip. ``secrets`` travel only in ``X-Secrets``.
+        Give either ``task_spec`` or ``split`` and ``index``. The session id is
+        issued by ``/create_session`` for a hosted deployment, else a uuid4 made
+        here (the protocol allows any unique id), which saves a round trip.
+        ``secrets`` travel only in ``X-Secrets``. ``toolset`` names a session
+        toolset (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join the
+        session's, its terminal tool replaces the environment's; an unknown one
+        raises OrsRequestError naming the known ones.
         """
         sid = self._run(self._ops.create_session(
-            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets
+            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets,
+            toolset=toolset,
         ))
         with self._lock:
             self._open.add(sid)
@@ -337,6 +361,8 @@ class HttpBackend:
                                                timeout=BACKGROUND_TIMEOUT_S))
                 except OrsError as exc:
                     logger.debug("delete of session %s at close failed: %s", sid, exc.message)
+        if self._ops.discovery_sid is not None and self._client is not None:
+            self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
         with self._lock:
             client, self._client = self._client, None
         if client is not None:

@@ -27,11 +27,12 @@ logger = logging.getLogger("ors_gym")
 class Session:
     """One live environment instance, with its setup running as on the server."""
 
-    __slots__ = ("deleted", "env", "env_name", "error", "ready", "setup_task")
+    __slots__ = ("deleted", "env", "env_name", "error", "ready", "setup_task", "toolset")
 
-    def __init__(self, env: Any, env_name: str) -> None:
+    def __init__(self, env: Any, env_name: str, toolset: Any = None) -> None:
         self.env = env
         self.env_name = env_name
+        self.toolset = toolset  # the session's SDK Toolset instance, or None
         self.ready = False  # setup() returned; the hot path checks only this
         self.error: BaseException | None = None
         self.deleted = False
@@ -61,7 +62,7 @@ class Session:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> Any:
         await self.wait_ready()
-        return await dispatch(self.env, name, arguments)
+        return await dispatch(self.env, name, arguments, self.toolset)
 
     async def prompt(self) -> Any:
         await self.wait_ready()
@@ -75,7 +76,7 @@ class Session:
         # Like the server's require_existing_session: no wait for setup().
         self.raise_if_failed()
         enable_introspection_cache()
-        return await _sdk.sdk.list_session_tools(self.env, None)
+        return await _sdk.sdk.list_session_tools(self.env, self.toolset)
 
     async def score_group(self, candidates: list[Any]) -> list[Any]:
         await self.wait_ready()
@@ -104,10 +105,11 @@ class Session:
                            exc_detail(exc), exc_info=exc)
 
 
-async def dispatch(env: Any, name: str, arguments: dict[str, Any]) -> Any:
-    """The SDK's own dispatch, with its per-call tool introspection cached for this call."""
+async def dispatch(env: Any, name: str, arguments: dict[str, Any], toolset: Any = None) -> Any:
+    """The SDK's own dispatch (the session's toolset first), with its per-call tool
+    introspection cached for this call."""
     enable_introspection_cache()  # this call's Task context only: see ors_gym/_compat/openreward.py
-    return await _sdk.sdk.call_session_tool(env, None, name, arguments)
+    return await _sdk.sdk.call_session_tool(env, toolset, name, arguments)
 
 
 async def _run_hook(fn: Any) -> Any:
@@ -139,16 +141,29 @@ async def _run_hook(fn: Any) -> Any:
 
 async def open_session(
     cls: Any, env_name: str, task_spec: Any, split: str | None, index: int | None,
-    secrets: dict[str, str],
+    secrets: dict[str, str], toolset: str | None = None,
 ) -> Session:
-    """The server's ``/create``: resolve the task, build the instance, start setup()."""
+    """The server's ``/create``: resolve the task, build the instance, bind the named
+    session toolset to it (the SDK's own class from ``BUILTIN_TOOLSETS``), start setup()."""
     if task_spec is None:
         try:
             task_spec = await _sdk.sdk.run_user_callable(cls.get_task, split, index)
         except IndexError as exc:
             raise Refused(400, "Invalid index") from exc
     env = await _sdk.sdk.run_user_callable(cls, task_spec=task_spec, secrets=secrets)
-    session = Session(env, env_name)
+    bound = None
+    if toolset is not None:
+        from openreward.toolsets import BUILTIN_TOOLSETS
+
+        toolset_cls = BUILTIN_TOOLSETS.get(toolset)
+        if toolset_cls is None:
+            raise Refused(400, f"unknown toolset {toolset!r}; valid options are "
+                               f"{sorted(BUILTIN_TOOLSETS.keys())}")
+        try:
+            bound = toolset_cls(env)
+        except ValueError as exc:
+            raise Refused(400, str(exc)) from exc
+    session = Session(env, env_name, bound)
     session.setup_task = asyncio.get_running_loop().create_task(session.run_setup())
     await asyncio.sleep(0)  # let setup() start (a sync one enters its thread) before returning
     return session

@@ -214,14 +214,19 @@ class AsyncLocalBackend:
         split: str | None = None,
         index: int | None = None,
         secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
         Give either ``task_spec`` or ``split`` and ``index``. As on the server the
         instance is built here and ``setup()`` runs in the background: a failed
         setup surfaces as OrsServerError on the session's next request.
+        ``toolset`` binds a session toolset as the server does (an unknown name:
+        OrsRequestError listing the known ones).
         """
         check_task_source(task_spec, split, index)
+        if toolset is not None and (not isinstance(toolset, str) or not toolset):
+            raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
         env, cls = self._class(env_name)
         what = f"create a {env} session"
         plain_secrets = check_secrets(secrets)
@@ -238,7 +243,7 @@ class AsyncLocalBackend:
             self._check_split(env, cls, split, what)
         sid = str(uuid.uuid4())
         session = await self._run(
-            open_session(cls, env, spec, split, index, plain_secrets), what, env, sid
+            open_session(cls, env, spec, split, index, plain_secrets, toolset), what, env, sid
         )
         self._sessions[sid] = session
         return sid
@@ -283,7 +288,7 @@ class AsyncLocalBackend:
             raise not_json(f"the arguments of tool call {name!r}", exc) from None
         try:
             if session.ready:
-                result = await dispatch(session.env, name, args)
+                result = await dispatch(session.env, name, args, session.toolset)
             else:
                 result = await session.call(name, args)
         except Refused as exc:
