@@ -17,6 +17,7 @@ from ors_gym.catalog import Catalog
 from ors_gym.env import OrsEnv, make_backend
 from ors_gym.errors import (
     OrsActionError,
+    OrsAuthError,
     OrsConnectionError,
     OrsDependencyError,
     OrsError,
@@ -31,7 +32,7 @@ from ors_gym.errors import (
 from ors_gym.eval import aevaluate, evaluate
 from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import decode_blocks
-from ors_gym.registration import register_bundled, register_server
+from ors_gym.registration import register_bundled, register_hosted, register_server
 from ors_gym.secret import Secret
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
@@ -54,6 +55,7 @@ __all__ = [
     "HttpBackend",
     "LocalBackend",
     "OrsActionError",
+    "OrsAuthError",
     "OrsConnectionError",
     "OrsDependencyError",
     "OrsEnv",
@@ -79,6 +81,7 @@ __all__ = [
     "make_env_fns",
     "parse_action",
     "register_bundled",
+    "register_hosted",
     "register_server",
     "tools_as",
 ]
