@@ -32,7 +32,7 @@ from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, tools_as
-from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
+from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
 from ors_gym.secret import reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.turn import RECOVERABLE, Turn, reset_result
@@ -127,6 +127,7 @@ class AsyncOrsEnv:
         self.steps = 0
         self.last_action: ParsedAction | None = None
         self._tools: ListToolsOutput | None = None
+        self._messages: list[Message] | None = None
         self._closed = False
 
     # -- discovery -------------------------------------------------------------------------
@@ -180,6 +181,7 @@ class AsyncOrsEnv:
         self._check_open()
         await self.end_session()
         self._tools = None
+        self._messages = None
         self.steps = 0
         self.last_action = None
         settings = self.settings
@@ -218,6 +220,28 @@ class AsyncOrsEnv:
             session_id=sid, image_size=settings.image_size,
             max_image_pixels=settings.max_image_pixels,
         )
+
+    async def messages(self) -> list[Message]:
+        """The task's prompt as a role-tagged conversation, asked once per episode.
+
+        ``/messages`` where the server offers it (multi-turn prompts); elsewhere
+        the prompt as one user message.
+        """
+        sid, name = self.session_id, self.env_name
+        if sid is None or name is None:
+            raise OrsError(
+                "messages() needs an open session; call reset() first",
+                server=self.location, env_name=name,
+            )
+        if self._messages is None:
+            try:
+                async with self.limiter:
+                    self._messages = await self.backend.messages(name, sid)
+            except OrsError as exc:
+                raise exc.with_context(
+                    server=self.location, env_name=name, session_id=sid
+                ) from exc.__cause__
+        return list(self._messages)
 
     def plan(self, action: Any) -> Turn:
         """The step ``action`` makes, before any I/O: parsed, checked and counted."""

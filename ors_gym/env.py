@@ -25,7 +25,7 @@ from ors_gym.backends.base import Backend
 from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
-from ors_gym.protocol import ListToolsOutput, TerminalToolSpec
+from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
 from ors_gym.secret import RedactedSpec, reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
@@ -218,6 +218,11 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     @property
     def session_id(self) -> str | None:
         return self._core.session_id
+
+    def messages(self) -> list[Message]:
+        """The task's prompt as a role-tagged conversation (``/messages`` where the server
+        offers it, else the prompt as one user message); asked once per episode."""
+        return run_blocking(self._core.messages())
 
     def default_split(self) -> str:
         """The split given, else ``train`` where the environment lists it, else its first."""

@@ -26,9 +26,10 @@ from openreward.environments import (  # noqa: E402 - after the SDK's environmen
     ToolOutput,
     tool,
 )
+from openreward.environments.types import Message as SDKMessage  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-__all__ = ["GATE", "Probe", "digest"]
+__all__ = ["GATE", "Dialogue", "Probe", "digest"]
 
 #: Held closed by tests; ``Probe.wait_gate`` returns once it is set (or after 10 s).
 GATE = threading.Event()
@@ -80,3 +81,39 @@ class Probe(Environment):
             GroupScore(reward=float(i), metadata={"turns": len(c.messages)})
             for i, c in enumerate(candidates)
         ]
+
+
+class AnswerParams(BaseModel):
+    text: str
+
+
+class Dialogue(Environment):
+    """A conversation-shaped prompt (``get_messages``): the policy continues a dialogue."""
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(task_spec or {}, secrets or {})
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        return [{"id": 0}]
+
+    async def get_messages(self) -> list[SDKMessage]:
+        return [
+            SDKMessage(role="system", blocks=[TextBlock(text="You translate.")]),
+            SDKMessage(role="user", blocks=[TextBlock(text="Say hello in German.")]),
+            SDKMessage(role="assistant", blocks=[TextBlock(text="Hallo.")]),
+            SDKMessage(role="user", blocks=[TextBlock(text="And now in French?")]),
+        ]
+
+    @tool
+    async def answer(self, params: AnswerParams) -> ToolOutput:
+        """Give the translation."""
+        ok = params.text.strip().lower().startswith("bonjour")
+        return ToolOutput(blocks=[TextBlock(text="ok" if ok else "no")], reward=float(ok),
+                          finished=True)

@@ -96,7 +96,7 @@ def test_terminal_tool_routing_and_nudges(make_env: Any, fmt: str) -> None:
     assert "could not parse tool call" in _texts(grid.messages[-1])
 
 
-def test_the_prompt_is_requested_once_per_episode(make_env: Any) -> None:
+def test_prompt_and_messages_are_requested_once_per_episode(make_env: Any) -> None:
     env = _conversation(make_env, "GridWorld", "openai")
     backend = env.unwrapped.backend
     seen: list[str] = []
@@ -110,8 +110,9 @@ def test_the_prompt_is_requested_once_per_episode(make_env: Any) -> None:
         setattr(backend, method, spy)
     env.reset(seed=0)
     env.step({"tool_calls": [{"name": "move", "arguments": {"direction": "up"}}]})
+    env.messages  # noqa: B018 - the conversation so far: no request
     env.reset(seed=1)
-    assert seen == ["prompt", "prompt"]
+    assert seen == ["prompt", "messages", "prompt", "messages"]
 
 
 @pytest.mark.filterwarnings("ignore:.*different from the unwrapped version")
@@ -232,3 +233,28 @@ def test_same_conversation_over_http_and_in_process(server_url: str) -> None:
     assert http == local and len(http) > 3
     assert any(isinstance(b, dict) and b.get("type") == "image_url"
                for m in http if isinstance(m.get("content"), list) for b in m["content"])
+
+
+def test_a_multi_turn_prompt_starts_the_conversation(backend_kind: str, server_url: str) -> None:
+    """An environment whose prompt is a conversation (``get_messages``): the wrapper
+    starts from it, over HTTP and in-process, and ``info["messages"]`` carries it."""
+    from tests._test_envs import Dialogue
+
+    if backend_kind == "http":
+        from ors_gym.serving import ServerThread
+
+        with ServerThread([Dialogue]) as srv:
+            _check_dialogue(OrsEnv(base_url=srv.url, env_name="dialogue"))
+    else:
+        _check_dialogue(OrsEnv(env_class=Dialogue))
+
+
+def _check_dialogue(ors_env: OrsEnv) -> None:
+    env = Conversation(ors_env, format="openai")
+    try:
+        messages, info = env.reset(seed=0)
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert messages[-1]["content"] == "And now in French?"
+        assert [m.role for m in info["messages"]] == ["system", "user", "assistant", "user"]
+    finally:
+        env.close()

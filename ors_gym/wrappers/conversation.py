@@ -13,8 +13,10 @@ transcript and returns it as the observation, ready to send to a chat API::
 
 Actions are whatever the model client returned (see
 :func:`ors_gym.formats.as_action`) or any action ``OrsEnv`` takes. The
-prompt is the reset's ``info["blocks"]`` (no extra request); each step adds the
-assistant turn and the environment's reply (:func:`~ors_gym.formats.step_exchange`).
+conversation starts from the task's own messages (``/messages``: multi-turn
+prompts, or the prompt as one user message on servers without it; also in
+``info["messages"]``); each step adds the assistant turn and the environment's
+reply (:func:`~ors_gym.formats.step_exchange`).
 """
 
 from __future__ import annotations
@@ -151,9 +153,15 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
         self._ors, self._rendered, self._steps = [], [], 0
         if self.system is not None:
             self._add([Message(role="system", blocks=[TextBlock(text=self.system)])])
-        self._add([Message(role="user", blocks=[as_block(b) for b in prompt])])
+        ask = getattr(self.env.unwrapped, "messages", None)
+        if callable(ask):  # an OrsEnv: the task's own conversation (multi-turn prompts)
+            opening = list(ask())
+        else:
+            opening = [Message(role="user", blocks=[as_block(b) for b in prompt])]
+        self._add(opening)
         info = dict(info)
         info["observation"] = observation
+        info["messages"] = opening
         return self.messages, info
 
     def step(
