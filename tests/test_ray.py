@@ -138,14 +138,16 @@ def test_rllib_ppo_learns_gridworld_with_remote_env_runners(cluster: None) -> No
     try:
         runners = algo.env_runner_group
         assert runners.num_remote_env_runners() == 2
-        for _ in range(12):
+        for _ in range(15):  # until the training episodes mostly reach the goal
             result = algo.train()
-        assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 12_000
+            if result["env_runners"].get("episode_return_mean", 0.0) >= 0.8:
+                break
+        assert result["env_runners"]["num_env_steps_sampled_lifetime"] >= 4_000
         module = algo.get_module()
         eval_env = make_env("ors/GridWorld-v0")
         try:
-            random = evaluate(eval_env, _random_policy(eval_env, 0), 64)
-            trained = evaluate(eval_env, _greedy(module), 64)
+            random = evaluate(eval_env, _random_policy(eval_env, 0), 48)
+            trained = evaluate(eval_env, _greedy(module), 48)
         finally:
             eval_env.close()
     finally:
