@@ -20,9 +20,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +39,6 @@ __all__ = ["INPUTS", "RolloutWorker"]
 
 #: What the policy is given: the env's observation, or the conversation (OpenAI messages).
 INPUTS = ("observation", "conversation")
-
-Step = tuple[Any, float, bool, bool, dict[str, Any]]
-
 
 class _Replay(gym.Env[Any, Any]):
     """A blocking env that returns what the async episode already got, for the recorders."""
@@ -66,7 +65,10 @@ class RolloutWorker:
     a blocking one runs in a thread. ``tools`` is the session's tools in the
     OpenAI function-calling format. ``inputs`` chooses what ``observation``
     is: ``"observation"`` (``{"text", "images"}``) or ``"conversation"``
-    (the episode so far as OpenAI chat messages).
+    (the episode so far as OpenAI chat messages). ``threads``: how many
+    blocking policy calls may run at once (give the actor's concurrency).
+    Records go through a JSON-lines file per episode in ``record_dir`` (a
+    temporary folder by default), removed once read back.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class RolloutWorker:
         inputs: str = "conversation",
         env_id: str | None = None,
         record_dir: str | None = None,
+        threads: int = 16,
     ) -> None:
         if inputs not in INPUTS:
             raise ValueError(f"inputs={inputs!r}; choose one of {list(INPUTS)}")
@@ -87,10 +90,12 @@ class RolloutWorker:
         self.env_name = options.pop("env_name", None)
         self.env_class = options.pop("env_class", None)
         self.settings = EnvSettings.from_options(options)
+        self._own_dir = record_dir is None
         self.record_dir = Path(record_dir or tempfile.mkdtemp(prefix="ors-rollouts-"))
         self.record_dir.mkdir(parents=True, exist_ok=True)
         self._backends: dict[str | None, AsyncBackend] = {}
         self._async_policy = _is_async(policy)
+        self._threads = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ors-policy")
 
     def pid(self) -> int:
         """This actor's process id (for tests and logs)."""
@@ -117,20 +122,22 @@ class RolloutWorker:
         path = self.record_dir / f"{uuid.uuid4().hex}.jsonl"
         recorder = RecordTrajectories(stack, path)
         try:
-            replay.next = await env.reset(seed=job.get("seed"), options=job.get("task"))
-            yield {"opened": env.session_id, "server": server}
-            observation, _ = recorder.reset(seed=job.get("seed"), options=job.get("task"))
-            done = False
-            while not done:
-                action = await self._act(observation, env.tools_as("openai"))
-                replay.next = await env.step(action)
-                observation, _, terminated, truncated, _ = recorder.step(action)
-                done = bool(terminated or truncated)
+            try:
+                replay.next = await env.reset(seed=job.get("seed"), options=job.get("task"))
+                yield {"opened": env.session_id, "server": server}
+                observation, _ = recorder.reset(seed=job.get("seed"), options=job.get("task"))
+                done = False
+                while not done:
+                    action = await self._act(observation, env.tools_as("openai"))
+                    replay.next = await env.step(action)
+                    observation, _, terminated, truncated, _ = recorder.step(action)
+                    done = bool(terminated or truncated)
+            finally:
+                recorder.close()
+                await env.close()
+            (record,) = read_trajectories(path)
         finally:
-            recorder.close()
-            await env.close()
-        (record,) = read_trajectories(path)
-        path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
         record["env_id"] = self.env_id
         yield {"record": record}
 
@@ -139,12 +146,16 @@ class RolloutWorker:
         backends, self._backends = list(self._backends.values()), {}
         for backend in backends:
             await backend.aclose()
+        self._threads.shutdown(wait=False)
+        if self._own_dir:
+            shutil.rmtree(self.record_dir, ignore_errors=True)
 
     # -- helpers ---------------------------------------------------------------------------
     async def _act(self, observation: Any, tools: list[dict[str, Any]]) -> Any:
         if self._async_policy:
             return await self.policy(observation, tools)
-        action = await asyncio.to_thread(self.policy, observation, tools)
+        loop = asyncio.get_running_loop()
+        action = await loop.run_in_executor(self._threads, self.policy, observation, tools)
         if inspect.isawaitable(action):
             action = await action
         return action

@@ -76,8 +76,11 @@ logger = logging.getLogger("ors_gym")
 
 Policy = Callable[[Any, list[dict[str, Any]]], Any]
 
-#: How long ``close()`` waits for cancelled episodes to delete their sessions.
+#: How long ``close()`` waits for cancelled episodes to delete their sessions, and for the
+#: actors to close their backends.
 CANCEL_WAIT_S = 10.0
+#: The longest one ``ray.wait`` blocks, so Ctrl-C is seen between two waits.
+WAIT_S = 1.0
 
 
 _OPEN_RUNS: weakref.WeakSet[Rollouts] = weakref.WeakSet()
@@ -206,7 +209,9 @@ class Rollouts(Iterator[dict[str, Any]]):
         options = {"max_concurrency": max_sessions_per_actor, **dict(actor_options or {})}
         remote = ray.remote(RolloutWorker).options(**options)
         self.actors: list[Any] = [
-            remote.remote(policy, self._env, inputs=inputs, env_id=env_id)
+            remote.remote(
+                policy, self._env, inputs=inputs, env_id=env_id, threads=max_sessions_per_actor
+            )
             for _ in range(num_actors)
         ]
         self._load = dict.fromkeys(range(num_actors), 0)
@@ -273,7 +278,7 @@ class Rollouts(Iterator[dict[str, Any]]):
     def _wait_once(self) -> None:
         ray = self._ray
         self._check_ray()
-        ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=None)
+        ready, _ = ray.wait(list(self._inflight), num_returns=1, timeout=WAIT_S)
         for generator in ready:
             job = self._inflight[generator]
             self._check_ray()  # a progress callback may have shut Ray down
@@ -310,7 +315,7 @@ class Rollouts(Iterator[dict[str, Any]]):
             self._load[job.actor] -= 1
         self._server_load[job.server] -= 1
         self.progress.running -= 1
-        if job.session is not None:  # it raised with its session open: the actor deleted it
+        if job.session is not None:  # it raised, or its actor died, with its session open
             self._count_session(job.server, -1)
             job.session = None
 
@@ -320,9 +325,9 @@ class Rollouts(Iterator[dict[str, Any]]):
             logger.warning("rollout actor %d died: %s", job.actor, _cause(exc))
             self.progress.live_actors = len(self._load)
         session = job.session
+        self._finish(generator)
         if session is not None and job.server is not None:
             self._delete(job.server, session)
-        self._finish(generator)
         if job.attempt <= self._retries:
             self.progress.retried += 1
             self._queue.appendleft(job)
@@ -390,8 +395,7 @@ class Rollouts(Iterator[dict[str, Any]]):
         try:
             if ray.is_initialized():
                 self._cancel_inflight()
-                for actor in self.actors:
-                    ray.kill(actor)
+                self._close_actors()
         finally:
             for server, session in known:
                 self._delete(server, session)
@@ -400,6 +404,17 @@ class Rollouts(Iterator[dict[str, Any]]):
             self._deleters.clear()
             self._inflight.clear()
             self.progress.running = 0
+            self.progress.sessions.clear()
+
+    def _close_actors(self) -> None:
+        """Let the live actors close their backends (bounded), then kill every actor."""
+        ray = self._ray
+        closing = [self.actors[i].close.remote() for i in self._load]
+        try:
+            ray.wait(closing, num_returns=len(closing), timeout=CANCEL_WAIT_S)
+        finally:
+            for actor in self.actors:
+                ray.kill(actor)
 
     def _cancel_inflight(self) -> None:
         """Cancel the episodes in flight and wait (bounded) until they have ended."""
@@ -432,8 +447,6 @@ class Rollouts(Iterator[dict[str, Any]]):
             deleter.delete_session(session)
         except OrsError as exc:
             logger.warning("could not delete session %s on %s: %s", session, server, exc)
-        else:
-            self._count_session(server, -1)
 
 
 def rollouts(
