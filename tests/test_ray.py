@@ -93,6 +93,30 @@ def test_env_creator_builds_fixed_spaces_and_spreads_servers() -> None:
         env_creator(obs="pixels")
 
 
+def test_env_creator_carries_a_run_time_id_to_the_workers(server_url: str) -> None:
+    import pickle
+
+    import gymnasium as gym
+
+    import ors_gym
+    from ors_gym.ray import env_creator
+
+    ids = ors_gym.register_server(server_url, namespace="ors-raytest")
+    assert "ors-raytest/GridWorld-v0" in ids
+    creator = env_creator("ors-raytest/GridWorld-v0", max_episode_steps=5)
+    shipped = pickle.dumps(creator)
+    for env_id in ids:  # a worker process has none of them
+        del gym.registry[env_id]
+    env = pickle.loads(shipped)({})
+    try:
+        assert env.unwrapped.location == server_url
+        env.reset(seed=0)
+    finally:
+        env.close()
+    with pytest.raises(gym.error.Error):
+        env_creator("ors-raytest/Nope-v0")
+
+
 # -- RLlib ---------------------------------------------------------------------------------------
 
 

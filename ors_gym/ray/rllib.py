@@ -26,7 +26,9 @@ RLlib's default models need. ``base_url`` runs it over HTTP instead of in
 process; a list of URLs spreads the EnvRunners' environments over several
 servers (environment ``k`` of the run uses URL ``k mod len(urls)``).
 ``env_config`` given to ``.environment(...)`` overrides the creator's own
-keyword arguments per run.
+keyword arguments per run. An id registered at run time in the driver (by
+:func:`ors_gym.register_server`, say ``ors-remote/Math-v0``) travels with
+the creator and is registered in each worker too.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
+from ors_gym.registration import NAMESPACE
 from ors_gym.train import DEFAULT_MAX_EPISODE_STEPS, OBSERVATIONS, make_env
 
 __all__ = ["OrsEnvCreator", "env_creator", "rllib_env"]
@@ -60,6 +64,7 @@ class OrsEnvCreator:
     obs: str = "vector"
     base_url: str | tuple[str, ...] | None = None
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    spec: EnvSpec | None = None
     _made: itertools.count[int] = field(
         default_factory=itertools.count, compare=False, repr=False
     )
@@ -75,6 +80,8 @@ class OrsEnvCreator:
         unknown = sorted(set(config) - set(_OPTIONS) - {"num_envs"})
         if unknown:
             raise TypeError(f"unknown env_config keys {unknown}; ORS envs take {list(_OPTIONS)}")
+        if self.spec is not None and self.spec.id not in gym.registry:
+            gym.registry[self.spec.id] = self.spec  # registered at run time in the driver
         options = {name: config.get(name, getattr(self, name)) for name in _OPTIONS}
         worker = int(getattr(env_config, "worker_index", 0) or 0)
         return make_env(
@@ -95,7 +102,8 @@ class OrsEnvCreator:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A fresh counter in each process (itertools.count pickles its position).
-        return (OrsEnvCreator, (self.env_id, self.obs, self.base_url, self.max_episode_steps))
+        fields = (self.env_id, self.obs, self.base_url, self.max_episode_steps, self.spec)
+        return (OrsEnvCreator, fields)
 
 
 def env_creator(
@@ -105,9 +113,18 @@ def env_creator(
     base_url: str | Sequence[str] | None = None,
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
 ) -> OrsEnvCreator:
-    """The RLlib env creator for ``env_id`` (usable as ``.environment(env=creator)``)."""
+    """The RLlib env creator for ``env_id`` (usable as ``.environment(env=creator)``).
+
+    ``env_id`` is looked up here: an id outside the ``ors/`` namespace (which
+    ``import ors_gym`` registers everywhere) is carried to the workers.
+    """
+    import ors_gym  # noqa: F401 - registers the ors/... ids
+
     urls = base_url if base_url is None or isinstance(base_url, str) else tuple(base_url)
-    return OrsEnvCreator(env_id, obs, urls, max_episode_steps)
+    spec = None
+    if not env_id.startswith(f"{NAMESPACE}/"):
+        spec = gym.spec(env_id)  # raises for an unknown id, here rather than in a worker
+    return OrsEnvCreator(env_id, obs, urls, max_episode_steps, spec)
 
 
 def rllib_env(
