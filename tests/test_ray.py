@@ -64,6 +64,8 @@ def test_import_ors_gym_does_not_import_ray() -> None:
     code = (
         "import sys, ors_gym, ors_gym.train, ors_gym.wrappers, ors_gym.vector\n"
         "assert 'ray' not in sys.modules, 'import ors_gym imported ray'\n"
+        "import ors_gym.ray\n"
+        "assert 'ray' not in sys.modules, 'ors_gym.ray imports ray only when used'\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)

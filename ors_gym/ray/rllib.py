@@ -41,6 +41,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec
 
+from ors_gym.ray._require import require
 from ors_gym.registration import NAMESPACE
 from ors_gym.train import DEFAULT_MAX_EPISODE_STEPS, OBSERVATIONS, make_env
 
@@ -143,8 +144,7 @@ def rllib_env(
     (the registration travels with the Ray job). The other arguments are
     :func:`ors_gym.train.make_env`'s; see :class:`OrsEnvCreator`.
     """
-    from ray.tune.registry import register_env
-
+    register_env = require("ray.tune.registry").register_env
     creator = env_creator(
         env_id, obs=obs, base_url=base_url, max_episode_steps=max_episode_steps
     )

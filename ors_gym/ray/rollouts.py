@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym.ray._actor import INPUTS, RolloutWorker
+from ors_gym.ray._require import require
 from ors_gym.wrappers.recording import FORMAT
 
 __all__ = ["Progress", "Rollouts", "rollouts"]
@@ -179,8 +180,7 @@ class Rollouts(Iterator[dict[str, Any]]):
         on_progress: Callable[[Progress], None] | None,
         actor_options: Mapping[str, Any] | None,
     ) -> None:
-        import ray
-
+        ray = require("ray")
         if num_actors < 1 or max_sessions_per_actor < 1:
             raise ValueError("num_actors and max_sessions_per_actor must be at least 1")
         if max_sessions_per_server is not None and max_sessions_per_server < 1:
