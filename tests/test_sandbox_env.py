@@ -8,6 +8,7 @@ exclusions in test_parity.py and test_env.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
-from ors_gym.envs._local_sandbox import LocalSandbox
+from ors_gym.envs._local_sandbox import FileTooLargeError, FileTransferError, LocalSandbox
 from ors_gym.envs.sandbox import KINDS, Sandbox
 from ors_gym.registration import BUNDLED_MAX_STEPS
 from ors_gym.serving import ServerThread
@@ -261,6 +262,14 @@ def test_local_sandbox_client_methods(tmp_path: Path) -> None:
             assert (await box.run("kill -9 $$")).return_code == 137
             long = "echo " + "z" * 150_000 + " > long.txt; wc -c < long.txt"
             assert (await box.run(long)).output.strip() == "150001"
+            with pytest.raises(FileTransferError, match="no such file"):
+                await box.download("nope.txt")
+            if os.geteuid() != 0:  # root reads a mode-000 file all the same
+                await box.run("echo secret > hidden.txt; chmod 000 hidden.txt")
+                with pytest.raises(FileTransferError, match="Permission denied"):
+                    await box.download("hidden.txt")
+            with pytest.raises(FileTooLargeError):
+                await box.download("x.txt", max_size=0)
             chmod = await box.run("mkdir -p locked/inner && chmod 000 locked")
             assert chmod.return_code == 0
         return root

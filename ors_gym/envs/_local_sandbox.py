@@ -37,7 +37,13 @@ from pathlib import Path
 from openreward import RunResult
 from openreward.api.sandboxes import FileTooLargeError, FileTransferError
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_TIMEOUT", "LocalSandbox"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_TIMEOUT",
+    "FileTooLargeError",
+    "FileTransferError",
+    "LocalSandbox",
+]
 
 #: Seconds a command may run when neither the sandbox nor the call says otherwise.
 DEFAULT_TIMEOUT = 30.0
@@ -203,10 +209,13 @@ class LocalSandbox:
         path = self._resolve(container_path)
         if not path.is_file():
             raise FileTransferError(f"Cannot download {container_path}: no such file")
-        size = path.stat().st_size
-        if max_size is not None and size > max_size:
-            raise FileTooLargeError(container_path, size, max_size)
-        return await asyncio.to_thread(path.read_bytes)
+        try:
+            size = path.stat().st_size
+            if max_size is not None and size > max_size:
+                raise FileTooLargeError(container_path, size, max_size)
+            return await asyncio.to_thread(path.read_bytes)
+        except OSError as exc:  # e.g. a command made it unreadable
+            raise FileTransferError(f"Cannot download {container_path}: {exc.strerror}") from exc
 
     async def upload(self, local_path: str | os.PathLike[str], container_path: str) -> None:
         """Copy a local file to ``container_path`` (relative: in the folder)."""

@@ -25,6 +25,7 @@ names apply. A call's own ``timeout`` may shorten the limit, not extend it.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -40,7 +41,7 @@ from openreward.toolsets import CLIToolset
 from pydantic import BaseModel, Field, model_validator
 
 from ors_gym.envs._common import check_split, seeded_rng, text_output
-from ors_gym.envs._local_sandbox import LocalSandbox
+from ors_gym.envs._local_sandbox import FileTransferError, LocalSandbox
 
 __all__ = ["KINDS", "Sandbox", "SandboxTask"]
 
@@ -166,8 +167,8 @@ class Sandbox(Environment):
         for path, expected in (self.task.expect_files or {}).items():
             try:
                 content = (await self.sandbox.download(path)).decode("utf-8", errors="replace")
-            except Exception:
-                problems.append(f"{path} is missing")
+            except FileTransferError:  # missing, not a file, or too large
+                problems.append(f"{path} is missing or not a readable file")
                 continue
             if content.rstrip("\n") != expected.rstrip("\n"):
                 problems.append(f"{path} does not hold the expected content")
@@ -180,7 +181,8 @@ def _normal(answer: str) -> str:
     return text.removeprefix("./")
 
 
-def _lines(rng: Any, count: int, width: int = 4) -> list[str]:
+def _lines(rng: random.Random, count: int, width: int = 4) -> list[str]:
+    """``count`` lines of ``width`` filler words."""
     return [" ".join(rng.choice(_WORDS) for _ in range(width)) for _ in range(count)]
 
 
