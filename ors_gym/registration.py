@@ -61,6 +61,7 @@ BUNDLED_MAX_STEPS: dict[str, int] = {
     "Echo": 64,
     "Latency": 1000,
     "Judged": 4,
+    "Sandbox": 20,
 }
 REMOTE_MAX_STEPS = 100
 

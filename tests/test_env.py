@@ -33,7 +33,10 @@ def submit(answer: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": "submit", "arguments": {"answer": answer}}]}
 
 
-@pytest.mark.parametrize("name", sorted(BUNDLED))
+# Sandbox is left out: check_env steps with action_space.sample(), and Sandbox's bash tool
+# runs real shell commands on this machine, so random strings would run as commands.
+# tests/test_sandbox_env.py drives it with scripted calls instead.
+@pytest.mark.parametrize("name", sorted(set(BUNDLED) - {"Sandbox"}))
 def test_check_env_passes(make_env: Any, name: str) -> None:
     # Echo's `fail` tool raises on purpose: under on_error="truncate" that ends the episode.
     env = make_env(name, on_error="truncate" if name == "Echo" else "raise")

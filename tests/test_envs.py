@@ -37,6 +37,10 @@ EXPECTED_TOOLS = {
     "toolbox": {"submit", "configure"},
     "echo": {"echo", "slow_count", "count", "fail", "image", "finish"},
     "latency": {"wait"},
+    "sandbox": {
+        "submit", "bash", "glob", "grep", "ls", "read", "write", "edit", "multi_edit",
+        "todo_write",
+    },
 }
 EXPECTED_SPLITS = {
     "gridworld": {"train": 64, "test": 16},
@@ -46,6 +50,7 @@ EXPECTED_SPLITS = {
     "toolbox": {"train": 30, "test": 10},
     "echo": {"train": 3},
     "latency": {"train": 4},
+    "sandbox": {"train": 8, "test": 4},
 }
 
 

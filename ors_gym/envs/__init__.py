@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ors_gym.envs.latency import Latency
     from ors_gym.envs.math import Math
     from ors_gym.envs.qa import QA
+    from ors_gym.envs.sandbox import Sandbox
     from ors_gym.envs.toolbox import Toolbox
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Judged",
     "Latency",
     "Math",
+    "Sandbox",
     "Toolbox",
     "resolve_bundled",
 ]
@@ -52,6 +54,7 @@ BUNDLED: dict[str, str] = {
     "Echo": "ors_gym.envs.echo:Echo",
     "Latency": "ors_gym.envs.latency:Latency",
     "Judged": "ors_gym.envs.judged:Judged",
+    "Sandbox": "ors_gym.envs.sandbox:Sandbox",
 }
 
 #: The environment a server of all bundled environments serves at ``/``.
