@@ -284,3 +284,18 @@ def test_train_help_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> No
     ]:
         shown = rf"{re.escape(option)} \S+ [^()]*\(default: {re.escape(default)}\)"
         assert re.search(shown, out), option
+
+
+def test_serve_keeps_the_shell_env_off_public_addresses() -> None:
+    from ors_gym.cli.args import UsageError
+    from ors_gym.cli.serve import guard_shell, resolve_env_specs
+    from ors_gym.envs import BUNDLED
+
+    every = resolve_env_specs([])
+    shell = BUNDLED["Sandbox"]
+    assert shell in guard_shell(every, "127.0.0.1", named=False, allow_shell=False)
+    public = guard_shell(every, "0.0.0.0", named=False, allow_shell=False)
+    assert shell not in public and len(public) == len(every) - 1
+    assert shell in guard_shell(every, "0.0.0.0", named=False, allow_shell=True)
+    with pytest.raises(UsageError, match="allow-shell"):
+        guard_shell(resolve_env_specs(["sandbox"]), "0.0.0.0", named=True, allow_shell=False)

@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from ors_gym.cli.args import EXIT_FAILURE, EXIT_OK, Subparsers, UsageError, int_type
 from ors_gym.envs import BUNDLED, DEFAULT_ENV, resolve_bundled
 
-__all__ = ["add_parser", "bundled_in_default_order", "resolve_env_specs"]
+__all__ = ["add_parser", "bundled_in_default_order", "guard_shell", "resolve_env_specs"]
+
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def bundled_in_default_order() -> list[str]:
@@ -40,6 +42,26 @@ def resolve_env_specs(names: Sequence[str]) -> list[str]:
     return specs
 
 
+def guard_shell(specs: list[str], host: str, *, named: bool, allow_shell: bool) -> list[str]:
+    """``specs`` safe to serve on ``host``: the Sandbox env runs shell commands sent to it.
+
+    On a loopback address, or with ``--allow-shell``, everything is served. Elsewhere
+    a default list leaves Sandbox out (with a note), and naming it is refused.
+    """
+    shell = BUNDLED.get("Sandbox")
+    if shell not in specs or host in _LOOPBACK or host.startswith("127.") or allow_shell:
+        return specs
+    if named:
+        raise UsageError(
+            f"Sandbox runs the shell commands it is sent, as this user; serving it on {host} "
+            "lets anyone who reaches that address run them. Serve it on 127.0.0.1, or pass "
+            "--allow-shell if that is what you want"
+        )
+    print(f"ors-gym: Sandbox left out on {host} (it runs shell commands; --allow-shell "
+          "serves it anyway)", file=sys.stderr)
+    return [spec for spec in specs if spec != shell]
+
+
 def add_parser(subparsers: Subparsers) -> None:
     """Add ``serve`` to ``subparsers``."""
     parser = subparsers.add_parser(
@@ -60,13 +82,19 @@ def add_parser(subparsers: Subparsers) -> None:
         default=8080,
         help="port to bind; 0 picks a free one (default 8080)",
     )
+    parser.add_argument(
+        "--allow-shell",
+        action="store_true",
+        help="serve the Sandbox env (it runs shell commands) on a non-loopback --host too",
+    )
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ors_gym.serving import load_environment_classes, serve_forever
 
-    specs = resolve_env_specs(args.envs)
+    specs = guard_shell(resolve_env_specs(args.envs), args.host, named=bool(args.envs),
+                        allow_shell=args.allow_shell)
     try:
         classes = load_environment_classes(specs)
     except (ValueError, TypeError) as exc:
