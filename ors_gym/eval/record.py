@@ -17,9 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ors_gym._json import plain
-from ors_gym.formats import StepExchange, as_block
-from ors_gym.protocol import ImageBlock, TextBlock
-from ors_gym.wrappers.recording import FORMAT, _image_shape
+from ors_gym.formats import StepExchange
+from ors_gym.wrappers.recording import ImageMode, episode_header, step_record
 
 __all__ = ["EpisodeRecord", "add_usage"]
 
@@ -29,74 +28,24 @@ class EpisodeRecord:
 
     def __init__(self, *, env_id: str, model: str, number: int, info: Mapping[str, Any],
                  server: str | None, images: str = "base64") -> None:
-        prompt = [as_block(b) for b in info.get("blocks") or ()]
-        self.images = images
+        self.images: ImageMode = "base64" if images == "base64" else "summary"
         self._started = time.perf_counter()
-        self.data: dict[str, Any] = {
-            "format": FORMAT,
-            "env_id": env_id,
-            "env_name": info.get("env_name"),
-            "server": server,
-            "model": model,
-            "task_spec": plain(info.get("task_spec")),
-            "split": info.get("split"),
-            "index": info.get("index"),
-            "seed": None,
-            "prompt": "\n".join(b.text for b in prompt if isinstance(b, TextBlock)),
-            "prompt_content": [self.content(b) for b in prompt],
-            "tools": plain(info.get("tools")),
-            "terminal_tool": plain(info.get("terminal_tool")),
-            "started_at": time.time(),
-            "steps": [],
-            "episode": number,
-        }
-
-    def content(self, block: Any) -> dict[str, Any]:
-        """A block as the record holds it (images as base64 or a ``{"mime", "shape"}`` summary)."""
-        if isinstance(block, TextBlock):
-            return {"type": "text", "text": block.text}
-        if isinstance(block, ImageBlock):
-            item = {"type": "image", "mime": block.mimeType, "shape": _image_shape(block.data)}
-            if self.images == "base64":
-                item["data"] = block.data
-            return item
-        return {"type": getattr(block, "type", "unknown")}
+        self.data = episode_header(info, env_id=env_id, server=server, seed=None,
+                                   images=self.images)
+        self.data["model"] = model
+        self.data["episode"] = number
 
     def add_step(self, action: Any, exchange: StepExchange, step: tuple[Any, ...],
                  usage: dict[str, int] | None) -> None:
         """Record one step: the model's ``action``, its ``exchange`` and ``env.step``'s result."""
-        observation, reward, terminated, truncated, info = step
-        turn = exchange.turn
-        self.data["steps"].append({
-            "action": plain(action),
-            "message": turn.text,
-            "reasoning": [r.text for r in turn.reasoning],
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": plain(c.arguments)}
-                for c in turn.tool_calls
-            ],
-            "parse_errors": list(turn.errors),
-            "results": [
-                {
-                    "tool_call_id": r.tool_call_id, "name": r.name, "input": plain(r.input),
-                    "ok": r.ok, "reward": r.reward, "finished": r.finished, "error": r.error,
-                    "error_reason": r.error_reason, "metadata": plain(r.metadata),
-                    "seconds": r.seconds, "content": [self.content(b) for b in r.blocks],
-                }
-                for r in exchange.results
-            ],
-            "not_run": [{"tool_call_id": i, "reason": why} for i, why in exchange.not_run],
-            "feedback": [self.content(b) for b in exchange.feedback],
-            "step": len(self.data["steps"]) + 1,
-            "observation": observation.get("text") if isinstance(observation, Mapping) else None,
-            "reward": float(reward),
-            "terminated": bool(terminated),
-            "truncated": bool(truncated),
-            "termination_reason": info.get("termination_reason"),
-            "truncation_reason": info.get("truncation_reason"),
-            "error_reason": info.get("error_reason"),
-            "usage": usage,
-        })
+        observation = step[0]
+        text = observation.get("text") if isinstance(observation, Mapping) else None
+        record = step_record(
+            action, exchange, step, number=len(self.data["steps"]) + 1,
+            observation_text=text, images=self.images,
+        )
+        record["usage"] = usage
+        self.data["steps"].append(record)
 
     def finish(self, *, error: tuple[str, str] | None = None) -> dict[str, Any]:
         """The finished record; ``error`` = ``(reason, message)`` for a run cut short."""

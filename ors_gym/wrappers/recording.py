@@ -109,24 +109,14 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
         if self._episode is not None and self._episode["steps"]:
             self._write(complete=False, ended_by="reset")
         observation, info = self.env.reset(seed=seed, options=options)
-        prompt = [as_block(b) for b in info.get("blocks") or ()]
         ors = self.env.unwrapped
-        self._episode = {
-            "format": FORMAT,
-            "env_id": getattr(getattr(ors, "spec", None), "id", None),
-            "env_name": info.get("env_name"),
-            "server": redact_url(getattr(ors, "location", None)),
-            "task_spec": plain(info.get("task_spec")),
-            "split": info.get("split"),
-            "index": info.get("index"),
-            "seed": seed,
-            "prompt": "\n".join(b.text for b in prompt if isinstance(b, TextBlock)),
-            "prompt_content": [self._content(b) for b in prompt],
-            "tools": plain(info.get("tools")),
-            "terminal_tool": plain(info.get("terminal_tool")),
-            "started_at": time.time(),
-            "steps": [],
-        }
+        self._episode = episode_header(
+            info,
+            env_id=getattr(getattr(ors, "spec", None), "id", None),
+            server=redact_url(getattr(ors, "location", None)),
+            seed=seed,
+            images=self.images,
+        )
         return observation, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -140,19 +130,11 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
         except OrsActionError:  # an action an inner wrapper translated (a Discrete index...)
             turn = _turn_from_calls(info, number)
         exchange = step_exchange(turn, info, max_calls_per_step=_max_calls(self.env))
-        record = self._step_record(action, exchange)
-        record.update(
-            step=number,
-            observation=_observation_text(observation)
-            or _observation_text(info.get("observation")),
-            reward=float(reward),
-            terminated=bool(terminated),
-            truncated=bool(truncated),
-            termination_reason=info.get("termination_reason"),
-            truncation_reason=info.get("truncation_reason"),
-            error_reason=info.get("error_reason"),
-        )
-        episode["steps"].append(record)
+        text = _observation_text(observation) or _observation_text(info.get("observation"))
+        episode["steps"].append(step_record(
+            action, exchange, (observation, reward, terminated, truncated, info),
+            number=number, observation_text=text, images=self.images,
+        ))
         if terminated or truncated:
             self._write(complete=True, ended_by="terminated" if terminated else "truncated")
         return observation, reward, terminated, truncated, info
@@ -170,47 +152,6 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
             super().close()
 
     # -- records -------------------------------------------------------------------------
-    def _content(self, block: Any) -> dict[str, Any]:
-        if isinstance(block, TextBlock):
-            return {"type": "text", "text": block.text}
-        if isinstance(block, ImageBlock):
-            item = {"type": "image", "mime": block.mimeType, "shape": _image_shape(block.data)}
-            if self.images == "base64":
-                item["data"] = block.data
-            return item
-        return {"type": getattr(block, "type", "unknown")}
-
-    def _step_record(self, action: Any, exchange: StepExchange) -> dict[str, Any]:
-        turn = exchange.turn
-        return {
-            "action": plain(action),
-            "message": turn.text,
-            "reasoning": [r.text for r in turn.reasoning],
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": plain(c.arguments)}
-                for c in turn.tool_calls
-            ],
-            "parse_errors": list(turn.errors),
-            "results": [
-                {
-                    "tool_call_id": r.tool_call_id,
-                    "name": r.name,
-                    "input": plain(r.input),
-                    "ok": r.ok,
-                    "reward": r.reward,
-                    "finished": r.finished,
-                    "error": r.error,
-                    "error_reason": r.error_reason,
-                    "metadata": plain(r.metadata),
-                    "seconds": r.seconds,
-                    "content": [self._content(b) for b in r.blocks],
-                }
-                for r in exchange.results
-            ],
-            "not_run": [{"tool_call_id": i, "reason": why} for i, why in exchange.not_run],
-            "feedback": [self._content(b) for b in exchange.feedback],
-        }
-
     def _write(self, *, complete: bool, ended_by: str) -> None:
         episode, self._episode = self._episode, None
         if episode is None or self._fd is None:
@@ -270,6 +211,93 @@ def _observation_text(observation: Any) -> str | None:
     if isinstance(observation, Mapping) and isinstance(observation.get("text"), str):
         return str(observation["text"])
     return None
+
+
+def block_content(block: Any, images: ImageMode) -> dict[str, Any]:
+    """A block as a record holds it: text, or an image as base64 or a ``{"mime", "shape"}``
+    summary (``images``)."""
+    if isinstance(block, TextBlock):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageBlock):
+        item = {"type": "image", "mime": block.mimeType, "shape": _image_shape(block.data)}
+        if images == "base64":
+            item["data"] = block.data
+        return item
+    return {"type": getattr(block, "type", "unknown")}
+
+
+def episode_header(
+    info: Mapping[str, Any], *, env_id: str | None, server: str | None, seed: int | None,
+    images: ImageMode,
+) -> dict[str, Any]:
+    """An episode record's opening fields, from its reset ``info``; ``steps`` starts empty.
+
+    Shared by :class:`RecordTrajectories` and the evaluation's async recorder, so
+    both write one format.
+    """
+    prompt = [as_block(b) for b in info.get("blocks") or ()]
+    return {
+        "format": FORMAT,
+        "env_id": env_id,
+        "env_name": info.get("env_name"),
+        "server": server,
+        "task_spec": plain(info.get("task_spec")),
+        "split": info.get("split"),
+        "index": info.get("index"),
+        "seed": seed,
+        "prompt": "\n".join(b.text for b in prompt if isinstance(b, TextBlock)),
+        "prompt_content": [block_content(b, images) for b in prompt],
+        "tools": plain(info.get("tools")),
+        "terminal_tool": plain(info.get("terminal_tool")),
+        "started_at": time.time(),
+        "steps": [],
+    }
+
+
+def step_record(
+    action: Any, exchange: StepExchange, step: tuple[Any, Any, Any, Any, Mapping[str, Any]],
+    *, number: int, observation_text: str | None, images: ImageMode,
+) -> dict[str, Any]:
+    """One step's record: the action, its calls and results (``exchange``) and what
+    ``env.step`` returned (``step``)."""
+    _, reward, terminated, truncated, info = step
+    turn = exchange.turn
+    return {
+        "action": plain(action),
+        "message": turn.text,
+        "reasoning": [r.text for r in turn.reasoning],
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": plain(c.arguments)}
+            for c in turn.tool_calls
+        ],
+        "parse_errors": list(turn.errors),
+        "results": [
+            {
+                "tool_call_id": r.tool_call_id,
+                "name": r.name,
+                "input": plain(r.input),
+                "ok": r.ok,
+                "reward": r.reward,
+                "finished": r.finished,
+                "error": r.error,
+                "error_reason": r.error_reason,
+                "metadata": plain(r.metadata),
+                "seconds": r.seconds,
+                "content": [block_content(b, images) for b in r.blocks],
+            }
+            for r in exchange.results
+        ],
+        "not_run": [{"tool_call_id": i, "reason": why} for i, why in exchange.not_run],
+        "feedback": [block_content(b, images) for b in exchange.feedback],
+        "step": number,
+        "observation": observation_text,
+        "reward": float(reward),
+        "terminated": bool(terminated),
+        "truncated": bool(truncated),
+        "termination_reason": info.get("termination_reason"),
+        "truncation_reason": info.get("truncation_reason"),
+        "error_reason": info.get("error_reason"),
+    }
 
 
 def _image_shape(data: str) -> list[int] | None:
