@@ -17,12 +17,13 @@ faces the same tasks. An episode succeeds when the environment finished it
 An environment is trainable here when its tool calls can be enumerated
 (``DiscreteToolActions``) and it reports the chosen observation;
 :func:`check_trainable` says why not (:class:`NotTrainableError`). This module
-is the library; the command line (:mod:`ors_gym.cli.train`) calls it.
+is the library; the command line (:mod:`ors_gym.cli.train`) calls it. The run is
+here; its parts live beside it: the environments (``_train_envs``), the
+evaluation (``_train_eval``) and what a run writes (``_train_results``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -30,17 +31,29 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 
-from ors_gym.errors import OrsDependencyError
-from ors_gym.wrappers import (
-    DiscreteToolActions,
-    ImageObservation,
-    MetadataVector,
-    MissingValueError,
-    NotEnumerableError,
-    TextVector,
+from ors_gym._train_envs import (
+    DEFAULT_MAX_EPISODE_STEPS,
+    OBSERVATIONS,
+    NotTrainableError,
+    check_trainable,
+    make_env,
+    trainable_observations,
 )
+from ors_gym._train_envs import IMAGE_SIZE as IMAGE_SIZE
+from ors_gym._train_envs import TEXT_DIM as TEXT_DIM
+from ors_gym._train_eval import Policy as Policy
+from ors_gym._train_eval import eval_split as _eval_split
+from ors_gym._train_eval import evaluate
+from ors_gym._train_eval import model_policy as _model_policy
+from ors_gym._train_eval import random_policy as _random_policy
+from ors_gym._train_results import RESULTS_NOTES as RESULTS_NOTES
+from ors_gym._train_results import curve_columns as _curve_columns
+from ors_gym._train_results import format_table
+from ors_gym._train_results import log_evaluations as _log_evaluations
+from ors_gym._train_results import results_text as _results_text
+from ors_gym._train_results import save_curve as _save_curve
+from ors_gym.errors import OrsDependencyError
 
 __all__ = [
     "ALGOS",
@@ -60,18 +73,10 @@ __all__ = [
 logger = logging.getLogger("ors_gym")
 
 ALGOS = ("PPO", "A2C", "DQN")
-OBSERVATIONS = ("vector", "image", "text")
 
 #: Training steps of the default run (PPO, vector observations): enough for the bundled
 #: GridWorld to be solved on nearly every held-out task, in about a minute on 2 CPU cores.
 DEFAULT_STEPS = 30_000
-#: The bundled GridWorld needs at most 8 moves; 15 leaves room for detours while keeping a
-#: random walk's success rate low, so learning shows clearly.
-DEFAULT_MAX_EPISODE_STEPS = 15
-#: The bundled GridWorld's 160 px frames (5x5 cells of 32 px) nearest-resized to 8 px per
-#: cell: the same pixels as drawing the grid at 8 px, with a quarter of the CNN's input.
-IMAGE_SIZE = (40, 40)
-TEXT_DIM = 256
 
 #: Per-algorithm SB3 keyword arguments, tuned for small discrete tasks such as GridWorld.
 HYPERPARAMETERS: dict[str, dict[str, Any]] = {
@@ -99,14 +104,6 @@ HYPERPARAMETERS: dict[str, dict[str, Any]] = {
 }
 
 
-class NotTrainableError(ValueError):
-    """``env_id`` cannot be trained with these options; ``reason`` says why in one clause."""
-
-    def __init__(self, env_id: str, reason: str, hint: str = "") -> None:
-        super().__init__(f"cannot train on {env_id}: {reason}{f'; {hint}' if hint else ''}")
-        self.env_id, self.reason = env_id, reason
-
-
 def _require_sb3() -> Any:
     try:
         import stable_baselines3
@@ -115,181 +112,6 @@ def _require_sb3() -> Any:
             "training needs Stable-Baselines3 and matplotlib: pip install 'ors-gym[sb3]'"
         ) from exc
     return stable_baselines3
-
-
-# -- environments ------------------------------------------------------------------------------
-
-
-def _make_ors_env(
-    env_id: str, *, base_url: str | None, max_episode_steps: int
-) -> gym.Env[Any, Any]:
-    """``gym.make(env_id)``, over HTTP at ``base_url`` when given (in-process otherwise)."""
-    import ors_gym  # noqa: F401 - registers the ors/... ids
-
-    if env_id not in gym.registry:
-        known = sorted(k for k in gym.registry if k.startswith("ors/"))
-        raise ValueError(f"unknown environment id {env_id!r}; registered ORS ids: {known}")
-    kwargs: dict[str, Any] = {
-        "max_episode_steps": max_episode_steps,
-        "max_steps": max_episode_steps,
-    }
-    if base_url is not None:
-        spec = gym.spec(env_id)
-        kwargs.update(base_url=base_url, env_class=None)
-        if not spec.kwargs.get("env_name"):
-            kwargs["env_name"] = spec.name.lower()  # ors/GridWorld-v0 -> "gridworld"
-    return gym.make(env_id, **kwargs)
-
-
-def _grid_size(env: gym.Env[Any, Any]) -> int:
-    """The largest ``size`` among the environment's tasks (GridWorld task specs; default 5)."""
-    ors = env.unwrapped
-    sizes = [5]
-    for split in (s.name for s in ors.backend.splits(ors.env_name)):  # type: ignore[attr-defined]
-        for i in range(ors.num_tasks(split)):  # type: ignore[attr-defined]
-            size = ors.task(i, split).get("size")  # type: ignore[attr-defined]
-            if isinstance(size, int):
-                sizes.append(size)
-    return max(sizes)
-
-
-def make_env(
-    env_id: str = "ors/GridWorld-v0",
-    *,
-    obs: str = "vector",
-    base_url: str | None = None,
-    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
-) -> gym.Env[Any, Any]:
-    """The ORS env ``env_id`` wrapped for SB3: discrete tool calls, array observations.
-
-    ``obs``: ``"vector"`` (agent and goal ``[row, col]`` from GridWorld's
-    metadata, scaled to ``[-1, 1]``), ``"image"`` (the step's image resized to
-    40x40x3 uint8, for ``CnnPolicy``) or ``"text"`` (the observation text,
-    feature-hashed to 256 floats; works for any environment). Raises
-    :class:`NotTrainableError` when the tool calls cannot be enumerated.
-    """
-    if obs not in OBSERVATIONS:
-        raise ValueError(f"obs={obs!r}; choose one of {list(OBSERVATIONS)}")
-    env = _make_ors_env(env_id, base_url=base_url, max_episode_steps=max_episode_steps)
-    try:
-        try:
-            env = DiscreteToolActions(env)
-        except NotEnumerableError as exc:
-            raise NotTrainableError(
-                env_id,
-                f"it has no finite set of actions ({exc.reason})",
-                "list its calls in Python: DiscreteToolActions(env, calls=[...])",
-            ) from exc
-        if obs == "vector":
-            high = _grid_size(env) - 1
-            return MetadataVector(
-                env, keys={"agent": 2, "goal": 2}, low=0, high=high, normalize=True
-            )
-        if obs == "image":
-            return ImageObservation(env, size=IMAGE_SIZE, resample="nearest")
-        return TextVector(env, dim=TEXT_DIM)
-    except Exception:
-        env.close()
-        raise
-
-
-def check_trainable(
-    env_id: str,
-    *,
-    obs: str = "vector",
-    base_url: str | None = None,
-    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
-) -> None:
-    """Build the training environment once and reset it; raise :class:`NotTrainableError`
-    when its calls cannot be enumerated or its first observation lacks what ``obs`` reads
-    (``vector``: ``agent``/``goal`` metadata; ``image``: an image)."""
-    env = make_env(env_id, obs=obs, base_url=base_url, max_episode_steps=max_episode_steps)
-    try:
-        if obs == "image":
-            first, _ = env.unwrapped.reset()
-            if not first.get("images"):
-                raise NotTrainableError(env_id, "its observations hold no image for --obs image")
-        env.reset()
-    except MissingValueError as exc:
-        raise NotTrainableError(
-            env_id, "its steps report no agent/goal positions for --obs vector"
-        ) from exc
-    finally:
-        env.close()
-
-
-def trainable_observations(env_id: str, *, base_url: str | None = None) -> list[str]:
-    """The ``obs`` choices ``env_id`` can be trained with (empty: none of them)."""
-    ok = []
-    for obs in OBSERVATIONS:
-        try:
-            check_trainable(env_id, obs=obs, base_url=base_url)
-        except NotTrainableError:
-            continue
-        ok.append(obs)
-    return ok
-
-
-# -- evaluation --------------------------------------------------------------------------------
-
-Policy = Callable[[Any], int]
-
-
-def _eval_split(env: gym.Env[Any, Any]) -> str:
-    ors = env.unwrapped
-    names = [s.name for s in ors.backend.splits(ors.env_name)]  # type: ignore[attr-defined]
-    return "test" if "test" in names else ors.default_split()  # type: ignore[attr-defined]
-
-
-def evaluate(
-    env: gym.Env[Any, Any], policy: Policy, episodes: int, *, split: str | None = None
-) -> dict[str, float]:
-    """Run ``policy`` for ``episodes`` episodes; success rate, mean return, mean length.
-
-    Episode ``i`` plays task ``i mod num_tasks`` of ``split`` (default: ``test``
-    if the environment has it), so policies evaluated with the same ``episodes``
-    face the same tasks. Success: the environment ended the episode
-    (``terminated``) with a positive final reward.
-    """
-    if episodes < 1:
-        raise ValueError(f"episodes must be at least 1, got {episodes}")
-    split = split or _eval_split(env)
-    n_tasks = env.unwrapped.num_tasks(split)  # type: ignore[attr-defined]
-    successes, returns, lengths = 0, [], []
-    for episode in range(episodes):
-        obs, _ = env.reset(options={"split": split, "index": episode % n_tasks})
-        total, length, done = 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy(obs))
-            total += float(reward)
-            length += 1
-            done = terminated or truncated
-        successes += int(terminated and float(reward) > 0)
-        returns.append(total)
-        lengths.append(length)
-    return {
-        "success_rate": successes / episodes,
-        "mean_return": float(np.mean(returns)),
-        "mean_length": float(np.mean(lengths)),
-        "episodes": float(episodes),
-    }
-
-
-def _random_policy(env: gym.Env[Any, Any], seed: int) -> Policy:
-    space = env.action_space
-    space.seed(seed)
-    return lambda obs: int(space.sample())
-
-
-def _model_policy(model: Any) -> Policy:
-    def act(obs: Any) -> int:
-        action, _ = model.predict(obs, deterministic=True)
-        return int(action)
-
-    return act
-
-
-# -- training ----------------------------------------------------------------------------------
 
 
 def _curve_callback(curve: list[tuple[int, float, int]]) -> Any:
@@ -322,92 +144,6 @@ def _stop_at(steps: int) -> Any:
             return bool(self.num_timesteps < steps)
 
     return _StopAt()
-
-
-#: What ``results.json`` holds, written into it so the file explains itself.
-RESULTS_NOTES = {
-    "learning_curve": (
-        "one entry per finished training episode, in order: the timestep it ended at, its "
-        "return and its length; played on train_split by the exploring (stochastic) policy"
-    ),
-    "random/before/trained": (
-        "evaluation on eval_split, episode i on task i mod num_tasks: a uniformly random "
-        "policy, the untrained model and the trained model (deterministic actions)"
-    ),
-}
-
-
-def _curve_columns(curve: list[tuple[int, float, int]]) -> dict[str, list[Any]]:
-    """The learning curve as labelled columns."""
-    return {
-        "timestep": [c[0] for c in curve],
-        "return": [round(c[1], 6) for c in curve],
-        "length": [c[2] for c in curve],
-    }
-
-
-def _results_text(results: dict[str, Any], columns: dict[str, list[Any]]) -> str:
-    """``results.json``: the figures indented, each curve column on one line."""
-    text = json.dumps({**results, "learning_curve": None, "notes": RESULTS_NOTES}, indent=2)
-    rows = ",\n".join(
-        f"    {json.dumps(name)}: {json.dumps(values, separators=(',', ':'))}"
-        for name, values in columns.items()
-    )
-    return text.replace('"learning_curve": null', '"learning_curve": {\n' + rows + "\n  }") + "\n"
-
-
-def _save_curve(
-    path: Path, curve: list[tuple[int, float, int]], results: dict[str, Any], title: str
-) -> None:
-    """The training returns over time, with the three evaluated policies as dashed lines.
-
-    The title says why the lines differ from the curve: training episodes run
-    on the train split with exploring actions, evaluations on the eval split
-    with deterministic ones.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    train_split, eval_split = results["train_split"], results["eval_split"]
-    fig, ax = plt.subplots(figsize=(10, 4.8))
-    if curve:
-        steps = np.array([c[0] for c in curve])
-        returns = np.array([c[1] for c in curve])
-        ax.scatter(
-            steps, returns, s=3, alpha=0.25, color="tab:blue",
-            label=f"training episode ({train_split} split, exploring)",
-        )
-        window = max(1, min(100, len(returns) // 10))
-        smooth = np.convolve(returns, np.ones(window) / window, mode="valid")
-        ax.plot(
-            steps[window - 1 :], smooth, color="tab:blue",
-            label=f"training mean of {window} episodes",
-        )
-    rows = (
-        ("random", "random policy", "tab:red"),
-        ("before", "untrained policy", "tab:orange"),
-        ("trained", "trained policy", "tab:green"),
-    )
-    for row, name, colour in rows:
-        ax.axhline(
-            results[row]["mean_return"],
-            color=colour,
-            linestyle="--",
-            label=f"{name} ({eval_split} split, success {results[row]['success_rate']:.0%})",
-        )
-    ax.set_xlabel("timesteps")
-    ax.set_ylabel("episode return")
-    ax.set_title(
-        f"{title}\ntraining episodes: {train_split} split, exploring actions; "
-        f"dashed: evaluation on the {eval_split} split, deterministic actions",
-        fontsize=9,
-    )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # beside the data
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def train(
@@ -547,30 +283,3 @@ def _require_tensorboard() -> None:
         raise OrsDependencyError(
             "--tensorboard needs the tensorboard package: pip install 'ors-gym[sb3]'"
         ) from exc
-
-
-def _log_evaluations(model: Any, results: dict[str, Any]) -> str:
-    """Write the random/before/trained figures through SB3's logger (``eval/...``);
-    returns the run's TensorBoard folder."""
-    logger_ = model.logger
-    for row in ("random", "before", "trained"):
-        for figure in ("success_rate", "mean_return", "mean_length"):
-            logger_.record(f"eval/{row}/{figure}", results[row][figure])
-    logger_.dump(model.num_timesteps)
-    return str(logger_.get_dir())
-
-
-def format_table(results: dict[str, Any]) -> str:
-    """The random / before / trained rows of ``train``'s results as a text table."""
-    lines = [
-        f"{'policy':<10} {'success rate':>12} {'mean return':>12} {'mean length':>12}",
-    ]
-    for row in ("random", "before", "trained"):
-        figures = results.get(row)
-        if figures is None:
-            continue
-        lines.append(
-            f"{row:<10} {figures['success_rate']:>12.2f} {figures['mean_return']:>12.3f} "
-            f"{figures['mean_length']:>12.1f}"
-        )
-    return "\n".join(lines)

@@ -57,19 +57,18 @@ from this process, at the iterator's next use (which then raises
 
 from __future__ import annotations
 
-import atexit
 import logging
-import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym.ray._actor import INPUTS, RolloutWorker
+from ors_gym.ray._jobs import Job, cause, failed_record, rollout_info
+from ors_gym.ray._options import actor_env_kwargs, task_options
 from ors_gym.ray._require import require
-from ors_gym.wrappers.recording import FORMAT
+from ors_gym.ray._teardown import SessionDeleter, track, untrack
 
 __all__ = ["Progress", "Rollouts", "rollouts"]
 
@@ -82,29 +81,6 @@ Policy = Callable[[Any, list[dict[str, Any]]], Any]
 CANCEL_WAIT_S = 10.0
 #: The longest one ``ray.wait`` blocks, so Ctrl-C is seen between two waits.
 WAIT_S = 1.0
-
-
-_OPEN_RUNS: weakref.WeakSet[Rollouts] = weakref.WeakSet()
-_HOOK = threading.Lock()
-_hooked = False
-
-
-def _close_open_runs() -> None:
-    """At exit: end every run still open (registered after ``import ray``: runs first)."""
-    for run in list(_OPEN_RUNS):
-        try:
-            run.close()
-        except Exception as exc:  # best effort at exit
-            logger.warning("closing a rollout at exit failed: %s", exc)
-
-
-def _track(run: Rollouts) -> None:
-    global _hooked
-    with _HOOK:
-        if not _hooked:
-            atexit.register(_close_open_runs)
-            _hooked = True
-    _OPEN_RUNS.add(run)
 
 
 @dataclass
@@ -138,17 +114,6 @@ class Progress:
             f"{self.running} running, {self.retried} retried) on {self.live_actors} actors "
             f"in {seconds:.1f} s"
         )
-
-
-@dataclass
-class _Job:
-    index: int
-    task: dict[str, Any]
-    seed: int | None
-    attempt: int = 0
-    actor: int = -1
-    server: str | None = None
-    session: str | None = None
 
 
 class Rollouts(Iterator[dict[str, Any]]):
@@ -189,22 +154,22 @@ class Rollouts(Iterator[dict[str, Any]]):
             raise ValueError(f"inputs={inputs!r}; choose one of {list(INPUTS)}")
         self._ray = ray
         self._env = dict(env)
-        self._api_key = self._env.get("api_key")
         self._servers: list[str | None] = list(servers) if servers else [None]
         self._env_id = env_id
         self._per_actor = max_sessions_per_actor
         self._per_server = max_sessions_per_server
         self._retries = retries
         self._on_progress = on_progress
-        self._queue: deque[_Job] = deque(
-            _Job(i, _task(t), None if seed is None else seed + i) for i, t in enumerate(tasks)
+        self._queue: deque[Job] = deque(
+            Job(i, task_options(t), None if seed is None else seed + i)
+            for i, t in enumerate(tasks)
         )
         self.progress = Progress(total=len(self._queue))
-        self._inflight: dict[Any, _Job] = {}
+        self._inflight: dict[Any, Job] = {}
         self._ready: deque[dict[str, Any]] = deque()
         self._load: dict[int, int] = {}
         self._server_load: dict[str | None, int] = {s: 0 for s in self._servers}
-        self._deleters: dict[str, Any] = {}
+        self._deleter = SessionDeleter(self._env.get("api_key"))
         self._closed = False
         options = {"max_concurrency": max_sessions_per_actor, **dict(actor_options or {})}
         remote = ray.remote(RolloutWorker).options(**options)
@@ -216,7 +181,7 @@ class Rollouts(Iterator[dict[str, Any]]):
         ]
         self._load = dict.fromkeys(range(num_actors), 0)
         self.progress.live_actors = num_actors
-        _track(self)
+        track(self)
 
     # -- iteration ---------------------------------------------------------------------------
     def __iter__(self) -> Rollouts:
@@ -292,7 +257,7 @@ class Rollouts(Iterator[dict[str, Any]]):
                 continue
             except ray.exceptions.RayTaskError as exc:
                 self._finish(generator)
-                self._fail(job, "error", _cause(exc))
+                self._fail(job, "error", cause(exc))
                 continue
             if "opened" in item:
                 job.session = item["opened"]
@@ -300,7 +265,7 @@ class Rollouts(Iterator[dict[str, Any]]):
                 self._report()
             elif "record" in item:
                 record = item["record"]
-                record["rollout"] = _rollout_info(job)
+                record["rollout"] = rollout_info(job)
                 if job.session is not None:
                     self._count_session(job.server, -1)
                     job.session = None
@@ -319,40 +284,28 @@ class Rollouts(Iterator[dict[str, Any]]):
             self._count_session(job.server, -1)
             job.session = None
 
-    def _lost(self, generator: Any, job: _Job, exc: BaseException) -> None:
+    def _lost(self, generator: Any, job: Job, exc: BaseException) -> None:
         """``job``'s actor died mid-episode: delete its session, then retry or report it."""
         if self._load.pop(job.actor, None) is not None:
-            logger.warning("rollout actor %d died: %s", job.actor, _cause(exc))
+            logger.warning("rollout actor %d died: %s", job.actor, cause(exc))
             self.progress.live_actors = len(self._load)
         session = job.session
         self._finish(generator)
         if session is not None and job.server is not None:
-            self._delete(job.server, session)
+            self._deleter.delete(job.server, session)
         if job.attempt <= self._retries:
             self.progress.retried += 1
             self._queue.appendleft(job)
             self._report()
         else:
-            self._fail(job, "actor_died", f"the actor running it died: {_cause(exc)}",
+            self._fail(job, "actor_died", f"the actor running it died: {cause(exc)}",
                        session=session)
 
-    def _fail(self, job: _Job, ended_by: str, error: str, *, session: str | None = None) -> None:
-        record: dict[str, Any] = {
-            "format": FORMAT,
-            "env_id": self._env_id,
-            "env_name": self._env.get("env_name"),
-            "task": job.task,
-            "seed": job.seed,
-            "steps": [],
-            "length": 0,
-            "total_reward": 0.0,
-            "terminated": False,
-            "truncated": False,
-            "complete": False,
-            "ended_by": ended_by,
-            "error": error,
-            "rollout": {**_rollout_info(job), "session_id": session or job.session},
-        }
+    def _fail(self, job: Job, ended_by: str, error: str, *, session: str | None = None) -> None:
+        record = failed_record(
+            job, env_id=self._env_id, env_name=self._env.get("env_name"), ended_by=ended_by,
+            error=error, session=session,
+        )
         self.progress.failed += 1
         self._ready.append(record)
         self._report()
@@ -370,7 +323,7 @@ class Rollouts(Iterator[dict[str, Any]]):
     def in_flight(self) -> list[dict[str, Any]]:
         """The episodes in flight: ``task_index``, ``attempt``, ``actor``, ``server``,
         ``session_id`` (None until the session is open)."""
-        return [_rollout_info(job) for job in self._inflight.values()]
+        return [rollout_info(job) for job in self._inflight.values()]
 
     def open_sessions(self) -> list[tuple[str, str]]:
         """``(server, session_id)`` of every in-flight episode's session the driver knows."""
@@ -389,7 +342,7 @@ class Rollouts(Iterator[dict[str, Any]]):
         if self._closed:
             return
         self._closed = True
-        _OPEN_RUNS.discard(self)
+        untrack(self)
         known = self.open_sessions()
         ray = self._ray
         try:
@@ -398,10 +351,8 @@ class Rollouts(Iterator[dict[str, Any]]):
                 self._close_actors()
         finally:
             for server, session in known:
-                self._delete(server, session)
-            for deleter in self._deleters.values():
-                deleter.close()
-            self._deleters.clear()
+                self._deleter.delete(server, session)
+            self._deleter.close()
             self._inflight.clear()
             self.progress.running = 0
             self.progress.sessions.clear()
@@ -432,21 +383,6 @@ class Rollouts(Iterator[dict[str, Any]]):
                     pending.remove(generator)
                 except Exception:  # cancelled, or the actor died: the episode has ended
                     pending.remove(generator)
-
-    def _delete(self, server: str, session: str) -> None:
-        """Delete ``session`` on ``server`` from this process (idempotent, best effort)."""
-        from ors_gym.backends.http import HttpBackend
-        from ors_gym.errors import OrsError
-
-        deleter = self._deleters.get(server)
-        if deleter is None:
-            deleter = self._deleters[server] = HttpBackend(
-                server, api_key=self._api_key, keepalive_interval=None, max_retries=1
-            )
-        try:
-            deleter.delete_session(session)
-        except OrsError as exc:
-            logger.warning("could not delete session %s on %s: %s", session, server, exc)
 
 
 def rollouts(
@@ -490,7 +426,7 @@ def rollouts(
     ``actor_options``: ``ray.remote`` options of the actors (``num_cpus``...).
     Needs ``ray.init()`` first (or starts Ray on this machine).
     """
-    env = _env_options(env_id, env_name, env_class, servers, env_options)
+    env = actor_env_kwargs(env_id, env_name, env_class, servers, env_options)
     return Rollouts(
         policy, tasks, env=env, servers=servers, env_id=env_id, num_actors=num_actors,
         max_sessions_per_actor=max_sessions_per_actor,
@@ -498,61 +434,3 @@ def rollouts(
         seed=seed, on_progress=on_progress, actor_options=actor_options,
     )
 
-
-def _env_options(
-    env_id: str | None,
-    env_name: str | None,
-    env_class: Any,
-    servers: Sequence[str] | None,
-    options: Mapping[str, Any],
-) -> dict[str, Any]:
-    """``AsyncOrsEnv`` keyword arguments for the actors, from an id or explicit names."""
-    env: dict[str, Any] = {}
-    if env_id is not None:
-        import gymnasium as gym
-
-        import ors_gym  # noqa: F401 - registers the ors/... ids
-
-        spec = gym.spec(env_id)
-        env.update(spec.kwargs)
-        if spec.max_episode_steps is not None:
-            env.setdefault("max_steps", spec.max_episode_steps)
-        if servers and not env.get("env_name"):
-            env["env_name"] = spec.name.lower()  # ors/GridWorld-v0 -> "gridworld"
-        env.pop("base_url", None)
-    if env_name is not None:
-        env["env_name"] = env_name
-    if env_class is not None:
-        env["env_class"] = env_class
-    if servers:
-        env.pop("env_class", None)
-    elif env.get("env_class") is None:
-        raise ValueError("rollouts need servers=[url, ...], env_class=... or an in-process env_id")
-    env.update(options)
-    if isinstance(env.get("env_class"), type):
-        cls = env["env_class"]
-        env["env_class"] = f"{cls.__module__}:{cls.__qualname__}"
-    return env
-
-
-def _task(task: Mapping[str, Any] | int) -> dict[str, Any]:
-    if isinstance(task, int) and not isinstance(task, bool):
-        return {"index": task}
-    if isinstance(task, Mapping):
-        return dict(task)
-    raise TypeError(f"a task is reset options (a dict) or a task index, got {task!r}")
-
-
-def _rollout_info(job: _Job) -> dict[str, Any]:
-    return {
-        "task_index": job.index,
-        "attempt": job.attempt,
-        "actor": job.actor,
-        "server": job.server,
-        "session_id": job.session,
-    }
-
-
-def _cause(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[-1] if text else type(exc).__name__

@@ -1,0 +1,58 @@
+"""What :func:`~ors_gym.ray.rollouts` is given, made into what its actors take.
+
+``actor_env_kwargs``: the ``AsyncOrsEnv`` keyword arguments of every actor, from a
+registered id or explicit names (an env class travels as ``"module:Class"``);
+``task_options``: one task as reset options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = ["actor_env_kwargs", "task_options"]
+
+
+def actor_env_kwargs(
+    env_id: str | None,
+    env_name: str | None,
+    env_class: Any,
+    servers: Sequence[str] | None,
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``AsyncOrsEnv`` keyword arguments for the actors, from an id or explicit names."""
+    env: dict[str, Any] = {}
+    if env_id is not None:
+        import gymnasium as gym
+
+        import ors_gym  # noqa: F401 - registers the ors/... ids
+
+        spec = gym.spec(env_id)
+        env.update(spec.kwargs)
+        if spec.max_episode_steps is not None:
+            env.setdefault("max_steps", spec.max_episode_steps)
+        if servers and not env.get("env_name"):
+            env["env_name"] = spec.name.lower()  # ors/GridWorld-v0 -> "gridworld"
+        env.pop("base_url", None)
+    if env_name is not None:
+        env["env_name"] = env_name
+    if env_class is not None:
+        env["env_class"] = env_class
+    if servers:
+        env.pop("env_class", None)
+    elif env.get("env_class") is None:
+        raise ValueError("rollouts need servers=[url, ...], env_class=... or an in-process env_id")
+    env.update(options)
+    if isinstance(env.get("env_class"), type):
+        cls = env["env_class"]
+        env["env_class"] = f"{cls.__module__}:{cls.__qualname__}"
+    return env
+
+
+def task_options(task: Mapping[str, Any] | int) -> dict[str, Any]:
+    """Reset options (a copy) from reset options or a task index of the default split."""
+    if isinstance(task, int) and not isinstance(task, bool):
+        return {"index": task}
+    if isinstance(task, Mapping):
+        return dict(task)
+    raise TypeError(f"a task is reset options (a dict) or a task index, got {task!r}")
