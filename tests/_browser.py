@@ -14,10 +14,14 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
+from pathlib import Path
 from typing import Any
 
 from websockets.sync.client import connect
@@ -33,6 +37,27 @@ _FLAGS = (
 )
 
 
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs (zombies, which write nothing, aside)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the process ended while being read
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+def _end_group(pgid: int, timeout: float = 10.0) -> None:
+    """Kill what is left of chromium's process group and wait until none of it runs."""
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        time.sleep(0.02)  # polls the group's exit: nothing notifies a non-parent of it
+
+
 class Browser:
     """A headless Chromium with one page; use as a context manager."""
 
@@ -43,6 +68,7 @@ class Browser:
         self._proc = subprocess.Popen(
             [CHROMIUM, *_FLAGS, f"--user-data-dir={self._profile.name}", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            start_new_session=True,  # its own process group: close() ends its helpers too
         )
         assert self._proc.stderr is not None
         address = None
@@ -128,6 +154,7 @@ class Browser:
             self._proc.wait()
         if self._proc.stderr is not None:
             self._proc.stderr.close()
+        _end_group(self._proc.pid)  # helpers outlive the browser and still write the profile
         self._profile.cleanup()
 
     def __enter__(self) -> Browser:
