@@ -84,11 +84,12 @@ def _summary_vector(rows: Rows) -> Rows:
             out.append(row("vector", f"{name} of the ceiling", r["env_steps_per_s"],
                            r["ceiling_steps_per_s"], r["ceiling_fraction"], "steps/s",
                            "one-server ceiling"))
-        if "x_floor_cpu" in r and ("httpx floor", n) in by:
+        floor = by.get((r.get("floor_case"), n))
+        if "x_floor_cpu" in r and floor is not None:
             # Lower is better: client CPU per env-step over httpx's per request.
             out.append(row("vector", f"{name} client CPU", 1000 * r["client_cpu_ms_per_env_step"],
-                           1000 * by[("httpx floor", n)]["client_cpu_ms_per_env_step"],
-                           r["x_floor_cpu"], "us/step", "httpx floor"))
+                           1000 * floor["client_cpu_ms_per_env_step"], r["x_floor_cpu"],
+                           "us/step", floor["case"]))
     return out
 
 

@@ -27,6 +27,7 @@ PIPE = "OrsVectorEnv pipelined"
 SYNC = "SyncVectorEnv"
 ASYNC = "AsyncVectorEnv"
 FLOOR = "httpx floor"
+FLOOR_PIPE = "httpx floor pipelined"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 LENGTH = 10_000_000  # calls per episode: no episode ends during a run
 LATENCY = "ors_gym.envs.latency:Latency"
@@ -90,17 +91,20 @@ def _pipelined(env: Any, n: int, seconds: float) -> int:
 
 
 class _Floor:
-    """httpx's async floor: N tasks repeating the exact ``/call`` request of one env-step.
+    """httpx's async floor: the exact ``/call`` request of one env-step, for N sessions.
 
     Sessions are opened and deleted with ``AsyncHttpBackend`` (outside the timed
     part), over ``pooled_client`` sharded as ``OrsVectorEnv`` shards it. The
     request is the one the backend sends for a ``wait()`` call, recorded at
-    setup; each send builds an ``httpx.Request`` and hands it to the client's
-    pool, and reads the body to its end, decoding nothing.
+    setup; each send builds an ``httpx.Request``, hands it to the client's pool
+    and reads the body to its end, decoding nothing. ``pipelined``: each
+    session's task sends again as soon as its answer is in (as ``send``/``recv``
+    step); else all N are sent together and awaited together (as ``step()``).
     """
 
-    def __init__(self, n: int, url: str, delay_ms: float) -> None:
+    def __init__(self, n: int, url: str, delay_ms: float, pipelined: bool) -> None:
         self.n = n
+        self.pipelined = pipelined
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self._open(url, delay_ms))
 
@@ -113,9 +117,10 @@ class _Floor:
         self.sids: list[str] = list(await asyncio.gather(*(
             self.backend.create_session("latency", task_spec=spec) for _ in range(self.n)
         )))
-        self.method, self.url, self.headers, self.content, self.extensions = (
+        self.method, self.url, headers, self.content, self.extensions = (
             await self._recorded(self.sids[0])
         )
+        self.headers = [{**headers, "X-Session-ID": sid} for sid in self.sids]
         await self._run(0.0)  # warm up: every session's connection opened
 
     async def _recorded(self, sid: str) -> tuple[str, str, dict[str, str], bytes, dict[str, Any]]:
@@ -146,30 +151,38 @@ class _Floor:
         return (request.method, str(request.url), headers, request.content,
                 dict(request.extensions))
 
-    async def _task(self, sid: str, end: float) -> int:
+    async def _call(self, headers: dict[str, str]) -> None:
+        """One ``/call``: sent to the pool, its body read to the end, then checked."""
         import httpx
 
-        send = self.client.pool.handle_async_request
-        method, url, content, extensions = self.method, self.url, self.content, self.extensions
-        headers = {**self.headers, "X-Session-ID": sid}
-        done, body = 0, b""
+        response = await self.client.pool.handle_async_request(httpx.Request(
+            self.method, self.url, headers=headers, content=self.content,
+            extensions=self.extensions,
+        ))
+        try:
+            body = await response.aread()
+        finally:
+            await response.aclose()
+        if response.status_code != 200 or b"event: end" not in body:
+            raise RuntimeError(f"the floor's /call failed ({response.status_code}): "
+                               f"{body[-300:]!r}")
+
+    async def _task(self, headers: dict[str, str], end: float) -> int:
+        done = 0
         while done < 1 or time.perf_counter() < end:
-            response = await send(httpx.Request(method, url, headers=headers, content=content,
-                                                extensions=extensions))
-            try:
-                body = await response.aread()
-            finally:
-                await response.aclose()
-            if response.status_code != 200:
-                raise RuntimeError(f"the floor's /call answered {response.status_code}: {body!r}")
+            await self._call(headers)
             done += 1
-        if b"event: error" in body or b"event: end" not in body:
-            raise RuntimeError(f"the floor's last /call did not end well: {body[-300:]!r}")
         return done
 
     async def _run(self, seconds: float) -> int:
         end = time.perf_counter() + seconds
-        return sum(await asyncio.gather(*(self._task(sid, end) for sid in self.sids)))
+        if self.pipelined:
+            return sum(await asyncio.gather(*(self._task(h, end) for h in self.headers)))
+        batches = 0
+        while batches < 1 or time.perf_counter() < end:
+            await asyncio.gather(*(self._call(h) for h in self.headers))
+            batches += 1
+        return batches * self.n
 
     def run(self, seconds: float) -> int:
         return self.loop.run_until_complete(self._run(seconds))
@@ -204,8 +217,8 @@ def child(case: str, n: int, url: str, delay_ms: float) -> None:
 
     started = time.perf_counter()
     env: Any
-    if case == FLOOR:
-        env = _Floor(n, url, delay_ms)
+    if case in (FLOOR, FLOOR_PIPE):
+        env = _Floor(n, url, delay_ms, pipelined=case == FLOOR_PIPE)
     else:
         env = _make(case, n, url)
         env.reset(seed=0, options={"task_spec": {"delay_ms": delay_ms, "length": LENGTH}})
@@ -218,7 +231,7 @@ def child(case: str, n: int, url: str, delay_ms: float) -> None:
             break
         seconds = float(command.split()[1])
         t0, cpu0 = time.perf_counter(), time.process_time()
-        if case == FLOOR:
+        if case in (FLOOR, FLOOR_PIPE):
             steps = env.run(seconds)
         elif case == PIPE:
             steps = _pipelined(env, n, seconds)

@@ -15,11 +15,15 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
 - ``SyncVectorEnv``: gymnasium's, over N ``OrsEnv`` (one blocking call after another);
 - ``AsyncVectorEnv``: gymnasium's, N worker processes (default context, fork on
   Linux; ``shared_memory=False``, which text observations need);
-- ``httpx floor``: no env at all; N asyncio tasks, each with a session opened
-  beforehand, repeat the exact ``/call`` request one env-step sends (recorded
-  from ``AsyncHttpBackend``) through ``pooled_client`` sharded as
-  ``OrsVectorEnv`` shards it, straight to its pool, reading each SSE body to
-  the end undecoded: the least client CPU httpx needs per step;
+- ``httpx floor``: no env at all; N sessions opened beforehand, and the exact
+  ``/call`` request one env-step sends (recorded from ``AsyncHttpBackend``)
+  sent for all N together and awaited together, again and again, through
+  ``pooled_client`` sharded as ``OrsVectorEnv`` shards it, straight to its
+  pool, each SSE body read to the end undecoded: the least client CPU httpx
+  needs per step of ``step()``;
+- ``httpx floor pipelined``: the same, but N asyncio tasks each send again as
+  soon as their answer is in, as the pipelined case does (fewer answers per
+  event-loop pass, so it costs more CPU per request on both sides);
 - ``OrsVectorEnv@REF`` (with ``--baseline REF``, a git ref such as ``main``):
   the lockstep case with ``ors_gym`` imported from REF's files (``git archive``
   into a temporary folder, removed after), against the same server.
@@ -42,7 +46,9 @@ case steps at a time). Columns and JSON keys:
   CPU ms per env-step, N / tool latency in s); fraction (``ceiling_fraction``):
   steps/s over that ceiling;
 - x floor CPU (``x_floor_cpu``): client CPU per env-step over the httpx floor's
-  per request, for the OrsVectorEnv rows;
+  per request, for the OrsVectorEnv rows: the lockstep ones against ``httpx
+  floor``, the pipelined one against ``httpx floor pipelined`` (``floor_case``
+  names it; the other floor when only one ran);
 - memory, each case's process plus its children, read from outside: peak RSS
   (sampled every 0.2 s; shared pages counted once per process, as ``top``
   shows them) and PSS after each run (shared pages split between the
@@ -51,9 +57,9 @@ case steps at a time). Columns and JSON keys:
 
 Targets (issue 15), for OrsVectorEnv at N = 32 and 128: fraction >= 0.85, and
 client CPU <= 0.8 ms per env-step (or, if the floor is above 0.8 ms, <= 1.1x
-the floor); from issue 6, at N = 32: < 1/4 of AsyncVectorEnv's memory.
+the matching floor); from issue 6, at N = 32: < 1/4 of AsyncVectorEnv's memory.
 
-``--in-process`` runs the same cases without a server (no floor then), every
+``--in-process`` runs the same cases without a server (no floors then), every
 env hosting ``Latency`` itself (``env_class``), which shows the vector env
 where the SDK server's CPU per call is not the limit.
 
@@ -72,7 +78,7 @@ import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,14 +86,16 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._vector_child import ASYNC, FLOOR, IN_PROCESS, ORS, PIPE, SYNC
+from benchmarks._vector_child import ASYNC, FLOOR, FLOOR_PIPE, IN_PROCESS, ORS, PIPE, SYNC
 from benchmarks._vector_child import main as child_main
 from benchmarks._vector_procs import ROOT, Case, child_env, ref_tree, short_ref
 
-__all__ = ["ASYNC", "CASES", "FLOOR", "IN_PROCESS", "ORS", "PIPE", "SYNC", "format_table",
-           "plot", "run"]
+__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "IN_PROCESS", "ORS", "PIPE", "SYNC",
+           "baseline_case", "format_table", "plot", "run"]
 
-CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR)
+CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR, FLOOR_PIPE)
+#: The floors, each the one matching a way of stepping.
+FLOORS = (FLOOR, FLOOR_PIPE)
 DEFAULT_NS = (1, 8, 32, 128)
 RESULTS = Path(__file__).resolve().parent / "results"
 #: This tree's OrsVectorEnv cases: the rows compared with the baseline and the floor.
@@ -204,13 +212,19 @@ def _rows(n: int, delay_ms: float, rounds: int, procs: dict[str, Case],
                 rows[case]["client_cpu_vs_baseline"] = round(
                     rows[case]["client_cpu_ms_per_env_step"]
                     / base["client_cpu_ms_per_env_step"], 3)
-    if FLOOR in rows:
-        floor_ms = rows[FLOOR]["client_cpu_ms_per_env_step"]
-        for ours in (*_OURS, baseline):
-            if ours is not None and ours in rows:
-                rows[ours]["x_floor_cpu"] = round(
-                    rows[ours]["client_cpu_ms_per_env_step"] / floor_ms, 2)
+    for ours in (*_OURS, baseline):
+        floor = _floor_of(ours, rows)
+        if ours is not None and ours in rows and floor is not None:
+            rows[ours]["floor_case"] = floor
+            rows[ours]["x_floor_cpu"] = round(rows[ours]["client_cpu_ms_per_env_step"]
+                                              / rows[floor]["client_cpu_ms_per_env_step"], 2)
     return list(rows.values())
+
+
+def _floor_of(case: str | None, present: Collection[str]) -> str | None:
+    """The floor ``case`` is compared with: the one stepping as it steps, else the other."""
+    match, other = (FLOOR_PIPE, FLOOR) if case == PIPE else (FLOOR, FLOOR_PIPE)
+    return match if match in present else other if other in present else None
 
 
 def _ceiling(n: int, delay_ms: float, server_ms: float) -> float | None:
@@ -236,10 +250,10 @@ def run(
 
     ``baseline``: a git ref whose ``OrsVectorEnv`` runs as one more case,
     ``OrsVectorEnv@REF``. With ``in_process`` there is no server (and no
-    floor): every env hosts ``Latency`` itself. See the module docstring for
+    floors): every env hosts ``Latency`` itself. See the module docstring for
     the rows' keys.
     """
-    cases = [c for c in cases if not (in_process and c == FLOOR)]
+    cases = [c for c in cases if not (in_process and c in FLOORS)]
     with ExitStack() as stack:
         sources: Sources = {}
         label, commit = None, ""
@@ -309,11 +323,11 @@ def _targets(rows: Sequence[dict[str, Any]]) -> list[str]:
     by = {(r["case"], r["num_envs"]): r for r in rows}
     lines = []
     for n in (32, 128):
-        floor = by.get((FLOOR, n))
         for case in _OURS:
             r = by.get((case, n))
             if r is None:
                 continue
+            floor = by.get((r.get("floor_case"), n))
             lines.append(f"targets at N={n} ({case}):")
             if r.get("ceiling_fraction") is not None:
                 lines.append(_verdict(f"fraction of the one-server ceiling >= {FRACTION_TARGET}",

@@ -70,13 +70,14 @@ def test_vector_rows_have_baseline_ceiling_floor_and_pipelining(
     pipelined case, the httpx floor, the ceiling and the ratios between them."""
     head = _head()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the baseline tree goes
-    ors, pipe, floor = bench_vector.ORS, bench_vector.PIPE, bench_vector.FLOOR
-    rows = bench_vector.run(ns=(2,), seconds=0.2, rounds=1, cases=(ors, pipe, floor),
-                            baseline="HEAD")
+    ors, pipe = bench_vector.ORS, bench_vector.PIPE
+    floor, floor_pipe = bench_vector.FLOOR, bench_vector.FLOOR_PIPE
+    rows = bench_vector.run(ns=(2,), seconds=0.2, rounds=1,
+                            cases=(ors, pipe, floor, floor_pipe), baseline="HEAD")
     assert list(tmp_path.iterdir()) == [], "the baseline tree was left behind"
     label = bench_vector.baseline_case("HEAD")
     by = {r["case"]: r for r in rows}
-    assert list(by) == [label, ors, pipe, floor]
+    assert list(by) == [label, ors, pipe, floor, floor_pipe]
     assert by[label]["commit"] == head and by[label]["ref"] == "HEAD"
     for r in rows:
         assert r["num_envs"] == 2 and r["env_steps"] >= 2, r
@@ -87,11 +88,13 @@ def test_vector_rows_have_baseline_ceiling_floor_and_pipelining(
             r["env_steps_per_s"] / r["ceiling_steps_per_s"], abs=0.01)
     for case in (ors, pipe):
         assert by[case]["x_baseline"] > 0 and by[case]["client_cpu_vs_baseline"] > 0
-    for case in (ors, pipe, label):
+    for case, its_floor in ((ors, floor), (pipe, floor_pipe), (label, floor)):
+        assert by[case]["floor_case"] == its_floor
         assert by[case]["x_floor_cpu"] == pytest.approx(
-            by[case]["client_cpu_ms_per_env_step"] / by[floor]["client_cpu_ms_per_env_step"],
-            abs=0.01)
-    assert "x_baseline" not in by[floor] and "x_floor_cpu" not in by[floor]
+            by[case]["client_cpu_ms_per_env_step"]
+            / by[its_floor]["client_cpu_ms_per_env_step"], abs=0.01)
+    for case in (floor, floor_pipe):
+        assert "x_baseline" not in by[case] and "x_floor_cpu" not in by[case]
     table = bench_vector.format_table(rows)
     assert table.splitlines()[0].startswith("| N | case")
     assert all(case in table for case in by)
