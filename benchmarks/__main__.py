@@ -78,16 +78,16 @@ def _summary_vector(rows: Rows) -> Rows:
         name = r["case"].replace("OrsVectorEnv", "OrsVectorEnv N=" + str(n), 1)
         base = next((b for b in rows if b["num_envs"] == n and "ref" in b), None)
         if base is not None and "x_baseline" in r:
-            out.append(row("vector", f"{name} vs {base['case']}", r["env_steps_per_s"],
+            out.append(row("vector", f"{name} vs @{base['ref']}", r["env_steps_per_s"],
                            base["env_steps_per_s"], r["x_baseline"], "steps/s", base["case"]))
         if r.get("ceiling_fraction") is not None:
-            out.append(row("vector", f"{name} of the ceiling", r["env_steps_per_s"],
+            out.append(row("vector", f"{name} ceiling", r["env_steps_per_s"],
                            r["ceiling_steps_per_s"], r["ceiling_fraction"], "steps/s",
                            "one-server ceiling"))
         floor = by.get((r.get("floor_case"), n))
         if "x_floor_cpu" in r and floor is not None:
             # Lower is better: client CPU per env-step over httpx's per request.
-            out.append(row("vector", f"{name} client CPU", 1000 * r["client_cpu_ms_per_env_step"],
+            out.append(row("vector", f"{name} CPU", 1000 * r["client_cpu_ms_per_env_step"],
                            1000 * floor["client_cpu_ms_per_env_step"], r["x_floor_cpu"],
                            "us/step", floor["case"]))
     return out

@@ -23,7 +23,7 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
   needs per step of ``step()``;
 - ``httpx floor pipelined``: the same, but N asyncio tasks each send again as
   soon as their answer is in, as the pipelined case does (fewer answers per
-  event-loop pass, so it costs more CPU per request on both sides);
+  event-loop pass, which can cost more CPU per request on both sides);
 - ``OrsVectorEnv@REF`` (with ``--baseline REF``, a git ref such as ``main``):
   the lockstep case with ``ors_gym`` imported from REF's files (``git archive``
   into a temporary folder, removed after), against the same server.
@@ -44,7 +44,8 @@ case steps at a time). Columns and JSON keys:
   around each run);
 - ceiling (``ceiling_steps_per_s``): what one server allows, min(1000 / server
   CPU ms per env-step, N / tool latency in s); fraction (``ceiling_fraction``):
-  steps/s over that ceiling;
+  steps/s over that ceiling (it assumes the server has a core to itself: on a
+  loaded machine its share of a core is the limit and fractions drop);
 - x floor CPU (``x_floor_cpu``): client CPU per env-step over the httpx floor's
   per request, for the OrsVectorEnv rows: the lockstep ones against ``httpx
   floor``, the pipelined one against ``httpx floor pipelined`` (``floor_case``

@@ -100,9 +100,9 @@ def test_vector_rows_have_baseline_ceiling_floor_and_pipelining(
     assert all(case in table for case in by)
     assert "targets at N=" not in table  # the targets are at N = 32 and 128
     cases = [r["case"] for r in _summary_vector(rows)]
-    assert f"OrsVectorEnv N=2 vs {label}" in cases
-    assert "OrsVectorEnv N=2 pipelined of the ceiling" in cases
-    assert "OrsVectorEnv N=2 client CPU" in cases
+    assert "OrsVectorEnv N=2 vs @HEAD" in cases
+    assert "OrsVectorEnv N=2 pipelined ceiling" in cases
+    assert "OrsVectorEnv N=2 CPU" in cases
     pytest.importorskip("matplotlib")
     bench_vector.plot(rows, tmp_path / "vector.png")
     assert (tmp_path / "vector.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
