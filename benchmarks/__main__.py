@@ -61,18 +61,35 @@ def _summary_vector(rows: Rows) -> Rows:
     by = {(r["case"], r["num_envs"]): r for r in rows}
     out = []
     for r in rows:
-        if r["case"] != "OrsVectorEnv":
-            continue
         n = r["num_envs"]
-        for other, key in (("SyncVectorEnv", "x_sync"), ("AsyncVectorEnv", "x_async")):
-            if (other, n) in by and key in r:
-                # The ratio is ors / baseline throughput: higher is better here.
-                out.append(row("vector", f"OrsVectorEnv N={n} vs {other}", r["env_steps_per_s"],
-                               by[(other, n)]["env_steps_per_s"], r[key], "steps/s", other))
-        if "pss_vs_async" in r and ("AsyncVectorEnv", n) in by:
-            out.append(row("vector", f"OrsVectorEnv N={n} memory", r["pss_mb"],
-                           by[("AsyncVectorEnv", n)]["pss_mb"], r["pss_vs_async"], "PSS MB",
-                           "AsyncVectorEnv"))
+        if r["case"] == "OrsVectorEnv":
+            for other, key in (("SyncVectorEnv", "x_sync"), ("AsyncVectorEnv", "x_async")):
+                if (other, n) in by and key in r:
+                    # The ratio is ors / baseline throughput: higher is better here.
+                    out.append(row("vector", f"OrsVectorEnv N={n} vs {other}",
+                                   r["env_steps_per_s"], by[(other, n)]["env_steps_per_s"],
+                                   r[key], "steps/s", other))
+            if "pss_vs_async" in r and ("AsyncVectorEnv", n) in by:
+                out.append(row("vector", f"OrsVectorEnv N={n} memory", r["pss_mb"],
+                               by[("AsyncVectorEnv", n)]["pss_mb"], r["pss_vs_async"], "PSS MB",
+                               "AsyncVectorEnv"))
+        if r["case"] not in ("OrsVectorEnv", "OrsVectorEnv pipelined"):
+            continue
+        name = r["case"].replace("OrsVectorEnv", "OrsVectorEnv N=" + str(n), 1)
+        base = next((b for b in rows if b["num_envs"] == n and "ref" in b), None)
+        if base is not None and "x_baseline" in r:
+            out.append(row("vector", f"{name} vs @{base['ref']}", r["env_steps_per_s"],
+                           base["env_steps_per_s"], r["x_baseline"], "steps/s", base["case"]))
+        if r.get("ceiling_fraction") is not None:
+            out.append(row("vector", f"{name} ceiling", r["env_steps_per_s"],
+                           r["ceiling_steps_per_s"], r["ceiling_fraction"], "steps/s",
+                           "one-server ceiling"))
+        floor = by.get((r.get("floor_case"), n))
+        if "x_floor_cpu" in r and floor is not None:
+            # Lower is better: client CPU per env-step over httpx's per request.
+            out.append(row("vector", f"{name} CPU", 1000 * r["client_cpu_ms_per_env_step"],
+                           1000 * floor["client_cpu_ms_per_env_step"], r["x_floor_cpu"],
+                           "us/step", floor["case"]))
     return out
 
 

@@ -1,4 +1,5 @@
-"""Vector envs over a slow tool: OrsVectorEnv vs gymnasium's SyncVectorEnv / AsyncVectorEnv.
+"""Vector envs over a slow tool: OrsVectorEnv against gymnasium's vector envs, an older
+commit of itself, one server's ceiling and httpx's own floor.
 
 Every case steps N sub-envs of the bundled ``Latency`` environment, whose one
 tool ``wait()`` sleeps ``--delay-ms`` (default 20 ms) on the server without
@@ -6,33 +7,68 @@ blocking its event loop, against ONE SDK server running in its own process
 (``python -m ors_gym serve latency --port 0``), so the server does not share
 the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
 
-- ``OrsVectorEnv``: N sessions on one event loop over one pooled async client;
+- ``OrsVectorEnv``: N sessions on one event loop over one pooled async client,
+  stepped in lockstep (``step()``: every sub-env, then wait for all);
+- ``OrsVectorEnv pipelined``: the same env kept full with ``send(actions,
+  env_ids)`` / ``recv(min_envs=1)`` (autoreset ``NEXT_STEP``), each returned
+  sub-env sent again at once; env-steps are those ``recv`` returned;
 - ``SyncVectorEnv``: gymnasium's, over N ``OrsEnv`` (one blocking call after another);
 - ``AsyncVectorEnv``: gymnasium's, N worker processes (default context, fork on
-  Linux; ``shared_memory=False``, which text observations need).
+  Linux; ``shared_memory=False``, which text observations need);
+- ``httpx floor``: no env at all; N sessions opened beforehand, and the exact
+  ``/call`` request one env-step sends (recorded from ``AsyncHttpBackend``)
+  sent for all N together and awaited together, again and again, through
+  ``pooled_client`` sharded as ``OrsVectorEnv`` shards it, straight to its
+  pool, each SSE body read to the end undecoded: the least client CPU httpx
+  needs per step of ``step()``;
+- ``httpx floor pipelined``: the same, but N asyncio tasks each send again as
+  soon as their answer is in, as the pipelined case does (fewer answers per
+  event-loop pass, which can cost more CPU per request on both sides);
+- ``OrsVectorEnv@REF`` (with ``--baseline REF``, a git ref such as ``main``):
+  the lockstep case with ``ors_gym`` imported from REF's files (``git archive``
+  into a temporary folder, removed after), against the same server.
 
 Each case runs in its own process, built and warmed up (reset, two steps)
 before timing; at each N the cases' processes stay up together and step in
 turn, in ``--rounds`` rounds of ``--seconds`` each, the order rotating per
 round, so load from elsewhere on the machine hits every case alike (only one
-case steps at a time). Throughput is env-steps per second (N x steps /
-seconds), the median over rounds; ratios are medians of the per-round ratios
-between cases at the same N. Memory is each case's process plus its children,
-read from outside: peak RSS (sampled every 0.2 s; shared pages counted once
-per process, as ``top`` shows them) and PSS after each run (shared pages split
-between the processes sharing them, which is fair to forked workers; the
-maximum is reported). Targets (issue 6), at N=32: OrsVectorEnv >= 20x
-SyncVectorEnv and >= 2x AsyncVectorEnv throughput, with < 1/4 of
-AsyncVectorEnv's memory.
+case steps at a time). Columns and JSON keys:
 
-``--in-process`` runs the same cases without a server, every env hosting
-``Latency`` itself (``env_class``), which shows the vector env where the SDK
-server's CPU per call is not the limit.
+- steps/s (``env_steps_per_s``): env-steps per second, the median over rounds;
+- x Sync, x Async, x baseline (``x_sync``, ``x_async``, ``x_baseline``):
+  medians of the per-round throughput ratios to those cases at the same N
+  (x baseline for this tree's ``OrsVectorEnv`` rows against ``OrsVectorEnv@REF``;
+  ``client_cpu_vs_baseline`` is the client CPU ratio);
+- client / server CPU ms/step: CPU time per env-step of the stepping process
+  (not AsyncVectorEnv's workers) and of the server process (``/proc/PID/stat``
+  around each run);
+- ceiling (``ceiling_steps_per_s``): what one server allows, min(1000 / server
+  CPU ms per env-step, N / tool latency in s); fraction (``ceiling_fraction``):
+  steps/s over that ceiling (it assumes the server has a core to itself: on a
+  loaded machine its share of a core is the limit and fractions drop);
+- x floor CPU (``x_floor_cpu``): client CPU per env-step over the httpx floor's
+  per request, for the OrsVectorEnv rows: the lockstep ones against ``httpx
+  floor``, the pipelined one against ``httpx floor pipelined`` (``floor_case``
+  names it; the other floor when only one ran);
+- memory, each case's process plus its children, read from outside: peak RSS
+  (sampled every 0.2 s; shared pages counted once per process, as ``top``
+  shows them) and PSS after each run (shared pages split between the
+  processes sharing them, fair to forked workers; the maximum is reported),
+  and PSS over AsyncVectorEnv's.
+
+Targets (issue 15), for OrsVectorEnv at N = 32 and 128: fraction >= 0.85, and
+client CPU <= 0.8 ms per env-step (or, if the floor is above 0.8 ms, <= 1.1x
+the matching floor); from issue 6, at N = 32: < 1/4 of AsyncVectorEnv's memory.
+
+``--in-process`` runs the same cases without a server (no floors then), every
+env hosting ``Latency`` itself (``env_class``), which shows the vector env
+where the SDK server's CPU per call is not the limit.
 
 Run: ``python -m benchmarks.bench_vector`` (``--quick`` for N = 1, 8, 32 and
-3 rounds, ``--ns 8 32`` to choose N, ``--delay-ms`` for the tool's latency,
-``--json PATH`` / ``--plot PATH`` for where the rows and the figure go;
-default ``benchmarks/results/``).
+3 rounds, ``--ns 8 32`` to choose N, ``--cases`` to choose cases,
+``--baseline main`` to compare with main, ``--delay-ms`` for the tool's
+latency, ``--json PATH`` / ``--plot PATH`` for where the rows and the figure
+go; default ``benchmarks/results/``).
 """
 
 from __future__ import annotations
@@ -43,279 +79,163 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-if __package__ in (None, ""):  # run as a file: make `ors_gym` importable from the repo
+if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-ORS = "OrsVectorEnv"
-SYNC = "SyncVectorEnv"
-ASYNC = "AsyncVectorEnv"
-CASES = (ORS, SYNC, ASYNC)
+from benchmarks._vector_child import ASYNC, FLOOR, FLOOR_PIPE, IN_PROCESS, ORS, PIPE, SYNC
+from benchmarks._vector_child import main as child_main
+from benchmarks._vector_procs import ROOT, Case, child_env, ref_tree, short_ref
+
+__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "IN_PROCESS", "ORS", "PIPE", "SYNC",
+           "baseline_case", "format_table", "plot", "run"]
+
+CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR, FLOOR_PIPE)
+#: The floors, each the one matching a way of stepping.
+FLOORS = (FLOOR, FLOOR_PIPE)
 DEFAULT_NS = (1, 8, 32, 128)
 RESULTS = Path(__file__).resolve().parent / "results"
-_ROOT = Path(__file__).resolve().parents[1]
-_WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
-_LENGTH = 10_000_000  # calls per episode: no episode ends during a run
-LATENCY = "ors_gym.envs.latency:Latency"
-#: The ``url`` of the in-process variant: every env hosts Latency itself (LocalBackend).
-IN_PROCESS = "in-process"
+#: This tree's OrsVectorEnv cases: the rows compared with the baseline and the floor.
+_OURS = (ORS, PIPE)
+#: Client CPU per env-step the issue asks for, and the slack over httpx's floor above it.
+CPU_TARGET_MS = 0.8
+FLOOR_SLACK = 1.1
+FRACTION_TARGET = 0.85
 
 
-# -- the measured process ----------------------------------------------------------------------
-
-
-def _make(case: str, n: int, url: str) -> Any:
-    from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
-
-    from ors_gym.vector import OrsVectorEnv, make_env_fns
-
-    # No step limit: every case steps the same episodes from start to end of the run.
-    where: dict[str, Any] = (
-        {"env_class": LATENCY} if url == IN_PROCESS else {"base_url": url, "env_name": "latency"}
-    )
-    if case == ORS:
-        return OrsVectorEnv(n, max_steps=_LENGTH, **where)
-    env_id = "ors/Latency-v0" if url == IN_PROCESS else "ors/Remote-v0"
-    fns = make_env_fns(env_id, n, max_steps=_LENGTH, max_episode_steps=_LENGTH, **where)
-    if case == SYNC:
-        return SyncVectorEnv(fns)
-    return AsyncVectorEnv(fns, shared_memory=False)
-
-
-def _child(case: str, n: int, url: str, delay_ms: float) -> None:
-    """Build the vector env, then step it on the parent's command, reporting each run.
-
-    Commands on stdin: ``run SECONDS`` (step for at least that long, at least
-    one step; answer a JSON line) and ``close``.
-    """
-    from ors_gym.serving import quiet_sdk_logging
-
-    quiet_sdk_logging()
-    started = time.perf_counter()
-    env = _make(case, n, url)
-    env.reset(seed=0, options={"task_spec": {"delay_ms": delay_ms, "length": _LENGTH}})
-    actions = (_WAIT,) * n
-    for _ in range(2):
-        env.step(actions)
-    print(json.dumps({"setup": time.perf_counter() - started}), flush=True)
-    for command in sys.stdin:
-        if not command.startswith("run "):
-            break
-        seconds = float(command.split()[1])
-        steps, t0, cpu0 = 0, time.perf_counter(), time.process_time()
-        while steps < 1 or time.perf_counter() - t0 < seconds:
-            _, _, _, truncated, info = env.step(actions)
-            if truncated.any():
-                raise RuntimeError(f"a sub-env failed: {info.get('error')}")
-            steps += 1
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        print(json.dumps({"steps": steps, "seconds": elapsed, "cpu": cpu}), flush=True)
-    env.close()
-
-
-# -- memory of a process tree, read from outside ---------------------------------------------
-
-
-def _tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    try:
-        import psutil
-
-        proc = psutil.Process(pid)
-        return [pid, *(p.pid for p in proc.children(recursive=True))]
-    except ImportError:
-        pass
-    except Exception:  # the process ended
-        return []
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            try:
-                todo += [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-    return found
-
-
-def _proc_kb(path: str, field: str) -> int:
-    try:
-        for line in Path(path).read_text().splitlines():
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _rss_mb(pids: Sequence[int]) -> float:
-    return sum(_proc_kb(f"/proc/{p}/status", "VmRSS") for p in pids) / 1024
-
-
-def _pss_mb(pids: Sequence[int]) -> float:
-    return sum(_proc_kb(f"/proc/{p}/smaps_rollup", "Pss") for p in pids) / 1024
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far (0 for pid 0)."""
-    if not pid:
-        return 0.0
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class _PeakSampler:
-    """Peak RSS of a process tree, sampled every ``interval`` seconds in a thread."""
-
-    def __init__(self, pid: int, interval: float = 0.2) -> None:
-        self.pid = pid
-        self.interval = interval
-        self.peak = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.peak = max(self.peak, _rss_mb(_tree(self.pid)))
-
-    def stop(self) -> float:
-        self._stop.set()
-        self._thread.join()
-        return self.peak
+def baseline_case(ref: str) -> str:
+    """The name of the baseline case for ``ref``: ``OrsVectorEnv@main``."""
+    return f"{ORS}@{short_ref(ref)}"
 
 
 # -- the server and the runs ------------------------------------------------------------------
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
-    env.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-    return env
-
-
-def _start_server() -> tuple[subprocess.Popen[str], str]:
+@contextmanager
+def _server() -> Iterator[tuple[int, str]]:
+    """``ors_gym serve latency`` from this tree in its own process; yields its pid and URL."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ors_gym", "serve", "latency", "--port", "0"],
-        stdout=subprocess.PIPE, text=True, env=_env(), cwd=_ROOT,
+        stdout=subprocess.PIPE, text=True, env=child_env(ROOT), cwd=ROOT,
     )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # "ors-gym: serving latency at http://127.0.0.1:PORT"
-    if " at http" not in line:
-        proc.kill()
-        raise RuntimeError(f"the ORS server did not start: {line!r}")
-    return proc, line.strip().rsplit(" ", 1)[1]
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # "ors-gym: serving latency at http://127.0.0.1:PORT"
+        if " at http" not in line:
+            raise RuntimeError(f"the ORS server did not start (exit {proc.poll()}): {line!r}")
+        yield proc.pid, line.strip().rsplit(" ", 1)[1]
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
-class _Case:
-    """One case's process: started, stepped on command, measured from outside."""
-
-    def __init__(self, case: str, n: int, url: str, delay_ms: float, server_pid: int) -> None:
-        self.case = case
-        self.n = n
-        self.server_pid = server_pid
-        self.server_cpu = 0.0
-        cmd = [sys.executable, "-m", "benchmarks.bench_vector", "--child", case, str(n), url,
-               str(delay_ms)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=_env(), cwd=_ROOT)
-        self.sampler = _PeakSampler(self.proc.pid)
-        self.setup = float(self._answer()["setup"])
-        self.runs: list[dict[str, float]] = []
-        self.pss: list[float] = []
-
-    def _answer(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{self.case} at N={self.n} failed (exit {self.proc.wait()})")
-        return dict(json.loads(line))
-
-    def _send(self, command: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(command + "\n")
-        self.proc.stdin.flush()
-
-    def run(self, seconds: float) -> float:
-        """Step for ``seconds``; returns env-steps per second. Reads PSS after."""
-        before = _cpu_s(self.server_pid)
-        self._send(f"run {seconds}")
-        result = self._answer()
-        self.server_cpu += _cpu_s(self.server_pid) - before
-        self.runs.append(result)
-        self.pss.append(_pss_mb(_tree(self.proc.pid)))
-        return self.n * result["steps"] / result["seconds"]
-
-    def close(self) -> float:
-        """End the process; returns its tree's peak RSS."""
-        peak = self.sampler.stop()
-        if self.proc.poll() is None:
-            try:
-                self._send("close")
-                self.proc.wait(timeout=120)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-        return peak
+#: A case's label -> the tree its child imports ``ors_gym`` from and the case it steps.
+Sources = dict[str, tuple[Path, str]]
 
 
 def _measure_n(n: int, url: str, server_pid: int, delay_ms: float, seconds: float,
-               rounds: int, cases: Sequence[str]) -> list[dict[str, Any]]:
+               rounds: int, cases: Sequence[str], sources: Sources,
+               baseline: str | None) -> list[dict[str, Any]]:
     """Every case at ``n``, in rounds of short runs, one case stepping at a time.
 
     All cases' processes stay up together; rounds rotate their order, so load
-    from elsewhere on the machine hits every case alike. Figures are medians
-    over rounds, ratios medians of the per-round ratios.
+    from elsewhere on the machine hits every case alike.
     """
-    procs: dict[str, _Case] = {}
+    procs: dict[str, Case] = {}
     rates: dict[str, list[float]] = {case: [] for case in cases}
     try:
-        for case in cases:
-            procs[case] = _Case(case, n, url, delay_ms, server_pid)
+        for case in cases:  # started together, so their imports and warm-ups overlap
+            source, step_case = sources.get(case, (ROOT, case))
+            procs[case] = Case(case, n, url, delay_ms, server_pid, source, step_case)
+        for proc in procs.values():
+            proc.wait_setup()
         for r in range(rounds):
-            order = list(cases[r % len(cases):]) + list(cases[: r % len(cases)])
-            for case in order:
+            k = r % len(cases)
+            for case in [*cases[k:], *cases[:k]]:
                 rates[case].append(procs[case].run(seconds))
     finally:
         peaks = {case: proc.close() for case, proc in procs.items()}
-    rows = []
-    for case in cases:
-        proc = procs[case]
-        steps = sum(run["steps"] for run in proc.runs)
+    return _rows(n, delay_ms, rounds, procs, rates, peaks, baseline)
+
+
+def _rows(n: int, delay_ms: float, rounds: int, procs: dict[str, Case],
+          rates: dict[str, list[float]], peaks: dict[str, float],
+          baseline: str | None) -> list[dict[str, Any]]:
+    """One row per case at ``n``: figures, ceiling, and ratios to the other cases."""
+
+    def x(case: str, other: str) -> float:
+        pairs = zip(rates[case], rates[other], strict=True)
+        return round(statistics.median(a / b for a, b in pairs), 2)
+
+    rows: dict[str, dict[str, Any]] = {}
+    for case, proc in procs.items():
+        env_steps = sum(run["env_steps"] for run in proc.runs)
+        client_ms = 1000 * sum(run["cpu"] for run in proc.runs) / env_steps
+        server_ms = 1000 * proc.server_cpu / env_steps
+        rate = statistics.median(rates[case])
+        ceiling = _ceiling(n, delay_ms, server_ms)
         row: dict[str, Any] = {
             "benchmark": "vector",
             "case": case,
             "num_envs": n,
             "delay_ms": delay_ms,
             "rounds": rounds,
-            "steps": steps,
-            "env_steps_per_s": round(statistics.median(rates[case]), 1),
-            "client_cpu_ms_per_env_step": round(
-                1000 * sum(run["cpu"] for run in proc.runs) / (n * steps), 3
-            ),
-            "server_cpu_ms_per_env_step": round(1000 * proc.server_cpu / (n * steps), 3),
+            "env_steps": env_steps,
+            "steps": round(env_steps / n, 1),
+            "env_steps_per_s": round(rate, 1),
+            "client_cpu_ms_per_env_step": round(client_ms, 3),
+            "server_cpu_ms_per_env_step": round(server_ms, 3),
+            "ceiling_steps_per_s": None if ceiling is None else round(ceiling, 1),
+            "ceiling_fraction": None if ceiling is None else round(rate / ceiling, 3),
             "setup_s": round(proc.setup, 2),
             "peak_rss_mb": round(peaks[case], 1),
             "pss_mb": round(max(proc.pss), 1),
         }
         for other, key in ((SYNC, "x_sync"), (ASYNC, "x_async")):
-            if other in rates:
-                ratios = [a / b for a, b in zip(rates[case], rates[other], strict=True)]
-                row[key] = round(statistics.median(ratios), 2)
+            if other in procs:
+                row[key] = x(case, other)
         if ASYNC in procs:
             row["pss_vs_async"] = round(row["pss_mb"] / max(procs[ASYNC].pss), 3)
-        rows.append(row)
-    return rows
+        rows[case] = row
+    if baseline is not None and baseline in rows:
+        base = rows[baseline]
+        for case in _OURS:
+            if case in rows:
+                rows[case]["x_baseline"] = x(case, baseline)
+                rows[case]["client_cpu_vs_baseline"] = round(
+                    rows[case]["client_cpu_ms_per_env_step"]
+                    / base["client_cpu_ms_per_env_step"], 3)
+    for ours in (*_OURS, baseline):
+        floor = _floor_of(ours, rows)
+        if ours is not None and ours in rows and floor is not None:
+            rows[ours]["floor_case"] = floor
+            rows[ours]["x_floor_cpu"] = round(rows[ours]["client_cpu_ms_per_env_step"]
+                                              / rows[floor]["client_cpu_ms_per_env_step"], 2)
+    return list(rows.values())
+
+
+def _floor_of(case: str | None, present: Collection[str]) -> str | None:
+    """The floor ``case`` is compared with: the one stepping as it steps, else the other."""
+    match, other = (FLOOR_PIPE, FLOOR) if case == PIPE else (FLOOR, FLOOR_PIPE)
+    return match if match in present else other if other in present else None
+
+
+def _ceiling(n: int, delay_ms: float, server_ms: float) -> float | None:
+    """One server's most env-steps/s: its CPU per step, and N calls per tool latency."""
+    limits = []
+    if server_ms > 0:
+        limits.append(1000 / server_ms)
+    if delay_ms > 0:
+        limits.append(n / (delay_ms / 1000))
+    return min(limits) if limits else None
 
 
 def run(
@@ -325,80 +245,142 @@ def run(
     rounds: int = 5,
     cases: Sequence[str] = CASES,
     in_process: bool = False,
+    baseline: str | None = None,
 ) -> list[dict[str, Any]]:
     """Measure every case at every N against one server; one row per (case, N).
 
-    Each row carries ``x_sync``/``x_async`` (throughput ratios) and
-    ``pss_vs_async`` (memory ratio) against the cases at the same N. With
-    ``in_process`` there is no server: every env hosts ``Latency`` itself.
+    ``baseline``: a git ref whose ``OrsVectorEnv`` runs as one more case,
+    ``OrsVectorEnv@REF``. With ``in_process`` there is no server (and no
+    floors): every env hosts ``Latency`` itself. See the module docstring for
+    the rows' keys.
     """
-    rows: list[dict[str, Any]] = []
-    if in_process:
+    cases = [c for c in cases if not (in_process and c in FLOORS)]
+    with ExitStack() as stack:
+        sources: Sources = {}
+        label, commit = None, ""
+        if baseline is not None:
+            label = baseline_case(baseline)
+            tree, commit = stack.enter_context(ref_tree(baseline))
+            sources[label] = (tree, ORS)
+            at = cases.index(ORS) if ORS in cases else 0
+            cases = [*cases[:at], label, *cases[at:]]
+        if in_process:
+            url, server_pid = IN_PROCESS, 0
+        else:
+            server_pid, url = stack.enter_context(_server())
+        rows: list[dict[str, Any]] = []
         for n in ns:
-            rows += _measure_n(n, IN_PROCESS, 0, delay_ms, seconds, rounds, cases)
-    else:
-        server, url = _start_server()
-        try:
-            for n in ns:
-                rows += _measure_n(n, url, server.pid, delay_ms, seconds, rounds, cases)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+            rows += _measure_n(n, url, server_pid, delay_ms, seconds, rounds, cases, sources,
+                               label)
     for row in rows:
         row["transport"] = IN_PROCESS if in_process else "http"
+        if row["case"] == label:
+            row["ref"], row["commit"] = baseline, commit
     return rows
 
 
+# -- the table and the figure -----------------------------------------------------------------
+
+#: Columns of the table: header, the row's key, how its value is shown.
+_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("N", "num_envs", "d"),
+    ("case", "case", "s"),
+    ("steps/s", "env_steps_per_s", ".1f"),
+    ("x Sync", "x_sync", ".2f"),
+    ("x Async", "x_async", ".2f"),
+    ("x baseline", "x_baseline", ".2f"),
+    ("client CPU ms/step", "client_cpu_ms_per_env_step", ".3f"),
+    ("CPU x baseline", "client_cpu_vs_baseline", ".2f"),
+    ("server CPU ms/step", "server_cpu_ms_per_env_step", ".3f"),
+    ("ceiling steps/s", "ceiling_steps_per_s", ".0f"),
+    ("fraction", "ceiling_fraction", ".2f"),
+    ("x floor CPU", "x_floor_cpu", ".2f"),
+    ("peak RSS MB", "peak_rss_mb", ".1f"),
+    ("PSS MB", "pss_mb", ".1f"),
+    ("PSS x Async", "pss_vs_async", ".3f"),
+)
+
+
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as an aligned table, then the targets at N=32."""
-    head = (f"{'N':>4} {'case':<15} {'env-steps/s':>11} {'x Sync':>7} {'x Async':>8} "
-            f"{'client ms':>9} {'server ms':>9} {'peak RSS MB':>11} {'PSS MB':>8} "
-            f"{'PSS x Async':>11}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(
-            f"{r['num_envs']:>4} {r['case']:<15} {r['env_steps_per_s']:>11.1f} "
-            f"{r.get('x_sync', float('nan')):>7.2f} {r.get('x_async', float('nan')):>8.2f} "
-            f"{r['client_cpu_ms_per_env_step']:>9.3f} {r['server_cpu_ms_per_env_step']:>9.3f} "
-            f"{r['peak_rss_mb']:>11.1f} "
-            f"{r['pss_mb']:>8.1f} {r.get('pss_vs_async', float('nan')):>11.3f}"
-        )
-    target = next((r for r in rows if r["case"] == ORS and r["num_envs"] == 32), None)
-    if target is not None:
-        lines.append("targets at N=32 (OrsVectorEnv):")
-        for label, key, ok in (
-            (">= 20x SyncVectorEnv throughput", "x_sync", lambda v: v >= 20),
-            (">= 2x AsyncVectorEnv throughput", "x_async", lambda v: v >= 2),
-            ("< 1/4 of AsyncVectorEnv's memory (PSS)", "pss_vs_async", lambda v: v < 0.25),
-        ):
-            if key in target:
-                verdict = "met" if ok(target[key]) else "MISSED"
-                lines.append(f"  {label}: {target[key]:g} ({verdict})")
-    return "\n".join(lines)
+    """The rows as a Markdown table (aligned), then the targets."""
+    cells = [[h for h, _, _ in _COLUMNS]] + [
+        ["-" if r.get(key) is None else format(r[key], spec) for _, key, spec in _COLUMNS]
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(_COLUMNS))]
+
+    def line(values: list[str]) -> str:
+        padded = [v.ljust(w) if spec == "s" else v.rjust(w)
+                  for v, w, (_, _, spec) in zip(values, widths, _COLUMNS, strict=True)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = "|" + "|".join(("-" * (w + 1) + ":" if spec != "s" else "-" * (w + 2))
+                          for w, (_, _, spec) in zip(widths, _COLUMNS, strict=True)) + "|"
+    return "\n".join([line(cells[0]), rule, *map(line, cells[1:]), *_targets(rows)])
+
+
+def _targets(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Issue 15's targets at N = 32 and 128, issue 6's memory target at N = 32."""
+    by = {(r["case"], r["num_envs"]): r for r in rows}
+    lines = []
+    for n in (32, 128):
+        for case in _OURS:
+            r = by.get((case, n))
+            if r is None:
+                continue
+            floor = by.get((r.get("floor_case"), n))
+            lines.append(f"targets at N={n} ({case}):")
+            if r.get("ceiling_fraction") is not None:
+                lines.append(_verdict(f"fraction of the one-server ceiling >= {FRACTION_TARGET}",
+                                      r["ceiling_fraction"], r["ceiling_fraction"]
+                                      >= FRACTION_TARGET))
+            cpu, limit, why = r["client_cpu_ms_per_env_step"], CPU_TARGET_MS, ""
+            if floor is not None and floor["client_cpu_ms_per_env_step"] > CPU_TARGET_MS:
+                floor_ms = floor["client_cpu_ms_per_env_step"]
+                limit = FLOOR_SLACK * floor_ms
+                why = f" ({FLOOR_SLACK}x the httpx floor's {floor_ms:.3f}, above {CPU_TARGET_MS})"
+            lines.append(_verdict(f"client CPU ms/step <= {limit:.3f}{why}", cpu, cpu <= limit))
+    r = by.get((ORS, 32))
+    if r is not None and "pss_vs_async" in r:
+        lines.append("target at N=32 (OrsVectorEnv, issue 6):")
+        lines.append(_verdict("< 1/4 of AsyncVectorEnv's memory (PSS)", r["pss_vs_async"],
+                              r["pss_vs_async"] < 0.25))
+    return lines
+
+
+def _verdict(label: str, value: float, ok: bool) -> str:
+    return f"  {label}: {value:g} ({'met' if ok else 'MISSED'})"
+
+
+def _cases_in(rows: Sequence[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(r["case"] for r in rows))
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """Throughput and memory against N, one line per case (needs matplotlib)."""
+    """Throughput (with the ORS rows' ceiling) and memory against N, one line per case
+    (needs matplotlib)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    for case in CASES:
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    for case in _cases_in(rows):
         mine = [r for r in rows if r["case"] == case]
-        if not mine:
-            continue
         ns = [r["num_envs"] for r in mine]
         left.plot(ns, [r["env_steps_per_s"] for r in mine], marker="o", label=case)
         right.plot(ns, [r["pss_mb"] for r in mine], marker="o", label=case)
+    ceiling = [r for r in rows if r["case"] == ORS and r.get("ceiling_steps_per_s")]
+    if ceiling:
+        left.plot([r["num_envs"] for r in ceiling], [r["ceiling_steps_per_s"] for r in ceiling],
+                  "k--", label="one-server ceiling")
     for ax, title in ((left, "throughput (env-steps/s)"), (right, "memory, PSS (MB)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("num_envs")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
+        ax.legend(fontsize=7)
     delay = rows[0]["delay_ms"] if rows else "?"
     where = ("every env hosting it in-process" if rows and rows[0].get("transport") == IN_PROCESS
              else "one SDK server process")
@@ -411,9 +393,8 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--child"]:
-        case, n, url, delay_ms = argv[1:5]
-        _child(case, int(n), url, float(delay_ms))
+    if argv[:1] == ["--child"]:  # the measured process (see _vector_child)
+        child_main(argv[1:5])
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="N = 1, 8, 32 and 3 rounds")
@@ -423,6 +404,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="length of one timed run of one case (default 1)")
     parser.add_argument("--rounds", type=int, help="timed runs per case (default 5)")
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run OrsVectorEnv from this git ref's tree (e.g. main)")
     parser.add_argument("--in-process", action="store_true",
                         help="no server: every env hosts Latency in its own process")
     parser.add_argument("--json", type=Path, default=RESULTS / "bench_vector.json",
@@ -432,12 +415,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     ns = args.ns or ((1, 8, 32) if args.quick else DEFAULT_NS)
     rounds = args.rounds or (3 if args.quick else 5)
-    rows = run(ns=ns, delay_ms=args.delay_ms, seconds=args.seconds, rounds=rounds,
-               cases=args.cases, in_process=args.in_process)
+    try:
+        rows = run(ns=ns, delay_ms=args.delay_ms, seconds=args.seconds, rounds=rounds,
+                   cases=args.cases, in_process=args.in_process, baseline=args.baseline)
+    except ValueError as exc:  # a bad --baseline
+        parser.error(str(exc))
     print(format_table(rows))
     print(f"tool: Latency.wait() sleeping {args.delay_ms:g} ms; {os.cpu_count()} CPUs; "
-          "ratios against the cases at the same N in this run; client/server ms: CPU time "
-          "per env-step (client: the stepping process only, not AsyncVectorEnv's workers)")
+          f"{rounds} rounds of {args.seconds:g} s; ratios against the cases at the same N in "
+          "this run; CPU ms: per env-step (client: the stepping process only, not "
+          "AsyncVectorEnv's workers); ceiling: min(1000 / server CPU ms, N / tool latency)")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(rows, indent=2))
     try:

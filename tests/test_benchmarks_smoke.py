@@ -6,13 +6,18 @@ No timing assertions: speed claims live in ``benchmarks/`` as same-run ratios.
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from benchmarks import bench_http, bench_scaling
+from benchmarks import bench_http, bench_scaling, bench_vector
+from benchmarks.__main__ import _summary_vector
 from benchmarks.__main__ import main as bench_main
+
+_ROOT = Path(__file__).resolve().parents[1]
 
 _SHARED = {"benchmark", "case", "ors_gym", "baseline", "baseline_name", "unit", "ratio"}
 
@@ -48,6 +53,65 @@ def test_scaling_rows_cover_both_axes_and_transports() -> None:
     firsts = [r for r in rows if r["x_input"] == 1]
     assert len(firsts) == 4 and all(r["ratio"] == 1.0 for r in firsts)
     assert {r["x_input"] for r in rows} == {1, 3, 100}
+
+
+def _head() -> str:
+    done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=_ROOT, capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"not a git checkout, no baseline tree to extract: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def test_vector_rows_have_baseline_ceiling_floor_and_pipelining(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One tiny run of each newer path: a baseline from HEAD's tree (removed after), the
+    pipelined case, the httpx floor, the ceiling and the ratios between them."""
+    head = _head()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the baseline tree goes
+    ors, pipe = bench_vector.ORS, bench_vector.PIPE
+    floor, floor_pipe = bench_vector.FLOOR, bench_vector.FLOOR_PIPE
+    rows = bench_vector.run(ns=(2,), seconds=0.2, rounds=1,
+                            cases=(ors, pipe, floor, floor_pipe), baseline="HEAD")
+    assert list(tmp_path.iterdir()) == [], "the baseline tree was left behind"
+    label = bench_vector.baseline_case("HEAD")
+    by = {r["case"]: r for r in rows}
+    assert list(by) == [label, ors, pipe, floor, floor_pipe]
+    assert by[label]["commit"] == head and by[label]["ref"] == "HEAD"
+    for r in rows:
+        assert r["num_envs"] == 2 and r["env_steps"] >= 2, r
+        assert r["client_cpu_ms_per_env_step"] > 0, r
+        # The tool's latency bounds 2 sub-envs at 100 steps/s; server CPU may bound lower.
+        assert 0 < r["ceiling_steps_per_s"] <= 100.0, r
+        assert r["ceiling_fraction"] == pytest.approx(
+            r["env_steps_per_s"] / r["ceiling_steps_per_s"], abs=0.01)
+    for case in (ors, pipe):
+        assert by[case]["x_baseline"] > 0 and by[case]["client_cpu_vs_baseline"] > 0
+    for case, its_floor in ((ors, floor), (pipe, floor_pipe), (label, floor)):
+        assert by[case]["floor_case"] == its_floor
+        assert by[case]["x_floor_cpu"] == pytest.approx(
+            by[case]["client_cpu_ms_per_env_step"]
+            / by[its_floor]["client_cpu_ms_per_env_step"], abs=0.01)
+    for case in (floor, floor_pipe):
+        assert "x_baseline" not in by[case] and "x_floor_cpu" not in by[case]
+    table = bench_vector.format_table(rows)
+    assert table.splitlines()[0].startswith("| N | case")
+    assert all(case in table for case in by)
+    assert "targets at N=" not in table  # the targets are at N = 32 and 128
+    cases = [r["case"] for r in _summary_vector(rows)]
+    assert "OrsVectorEnv N=2 vs @HEAD" in cases
+    assert "OrsVectorEnv N=2 pipelined ceiling" in cases
+    assert "OrsVectorEnv N=2 CPU" in cases
+    pytest.importorskip("matplotlib")
+    bench_vector.plot(rows, tmp_path / "vector.png")
+    assert (tmp_path / "vector.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_vector_baseline_names_an_unknown_ref() -> None:
+    _head()
+    with pytest.raises(ValueError, match="no-such-ref-x"):
+        bench_vector.run(ns=(1,), baseline="no-such-ref-x")
 
 
 def test_generated_tools_module_has_the_asked_tool_counts(tmp_path: Path) -> None:

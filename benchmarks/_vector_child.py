@@ -1,0 +1,251 @@
+"""The measured process of ``bench_vector``: one case at one N, stepped on the parent's command.
+
+Run as a file (``python benchmarks/_vector_child.py CASE N URL DELAY_MS``), so
+``ors_gym`` comes from ``PYTHONPATH`` alone: the parent points it at this tree,
+or at another commit's tree for the baseline case. Hence only the standard
+library, gymnasium and ``ors_gym``'s public API are imported here, never the
+``benchmarks`` package (the other tree may not have this file).
+
+Protocol: after setup (built, reset, warmed up) one JSON line ``{"setup": s,
+"ors_gym": where it was imported from}``; then per ``run SECONDS`` line on
+stdin, one JSON line ``{"env_steps", "seconds", "cpu"}``; ``close`` (or end of
+input) ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ORS = "OrsVectorEnv"
+PIPE = "OrsVectorEnv pipelined"
+SYNC = "SyncVectorEnv"
+ASYNC = "AsyncVectorEnv"
+FLOOR = "httpx floor"
+FLOOR_PIPE = "httpx floor pipelined"
+WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
+LENGTH = 10_000_000  # calls per episode: no episode ends during a run
+LATENCY = "ors_gym.envs.latency:Latency"
+#: The ``url`` of the in-process variant: every env hosts Latency itself (LocalBackend).
+IN_PROCESS = "in-process"
+
+
+def _make(case: str, n: int, url: str) -> Any:
+    from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
+
+    from ors_gym.vector import OrsVectorEnv, make_env_fns
+
+    # No step limit: every case steps the same episodes from start to end of the run.
+    where: dict[str, Any] = (
+        {"env_class": LATENCY} if url == IN_PROCESS else {"base_url": url, "env_name": "latency"}
+    )
+    if case == ORS:
+        return OrsVectorEnv(n, max_steps=LENGTH, **where)
+    if case == PIPE:
+        return OrsVectorEnv(n, max_steps=LENGTH, autoreset_mode=AutoresetMode.NEXT_STEP, **where)
+    env_id = "ors/Latency-v0" if url == IN_PROCESS else "ors/Remote-v0"
+    fns = make_env_fns(env_id, n, max_steps=LENGTH, max_episode_steps=LENGTH, **where)
+    if case == SYNC:
+        return SyncVectorEnv(fns)
+    return AsyncVectorEnv(fns, shared_memory=False)
+
+
+def _lockstep(env: Any, n: int, seconds: float) -> int:
+    """``step()`` every sub-env together for ``seconds`` (at least once); env-steps done."""
+    actions = (WAIT,) * n
+    steps, t0 = 0, time.perf_counter()
+    while steps < 1 or time.perf_counter() - t0 < seconds:
+        _, _, _, truncated, info = env.step(actions)
+        if truncated.any():
+            raise RuntimeError(f"a sub-env failed: {info.get('error')}")
+        steps += 1
+    return n * steps
+
+
+def _pipelined(env: Any, n: int, seconds: float) -> int:
+    """Every sub-env kept in flight: each id ``recv`` returns is sent again at once.
+
+    After ``seconds`` nothing more is sent and what is in flight is received, so
+    each run starts and ends with no call outstanding; env-steps are those
+    ``recv`` returned.
+    """
+    end = time.perf_counter() + seconds
+    env.send((WAIT,) * n)
+    outstanding, done = n, 0
+    while outstanding:
+        _, _, _, truncated, info = env.recv(min_envs=1)
+        ids = info["env_id"]
+        if truncated.any():
+            raise RuntimeError(f"a sub-env failed: {info.get('error')}")
+        done += len(ids)
+        outstanding -= len(ids)
+        if time.perf_counter() < end:
+            env.send((WAIT,) * len(ids), ids)
+            outstanding += len(ids)
+    return done
+
+
+class _Floor:
+    """httpx's async floor: the exact ``/call`` request of one env-step, for N sessions.
+
+    Sessions are opened and deleted with ``AsyncHttpBackend`` (outside the timed
+    part), over ``pooled_client`` sharded as ``OrsVectorEnv`` shards it. The
+    request is the one the backend sends for a ``wait()`` call, recorded at
+    setup; each send builds an ``httpx.Request``, hands it to the client's pool
+    and reads the body to its end, decoding nothing. ``pipelined``: each
+    session's task sends again as soon as its answer is in (as ``send``/``recv``
+    step); else all N are sent together and awaited together (as ``step()``).
+    """
+
+    def __init__(self, n: int, url: str, delay_ms: float, pipelined: bool) -> None:
+        self.n = n
+        self.pipelined = pipelined
+        self.loop = asyncio.new_event_loop()
+        self.loop.run_until_complete(self._open(url, delay_ms))
+
+    async def _open(self, url: str, delay_ms: float) -> None:
+        from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+
+        self.client = pooled_client(None, self.n + 4, shards=_shards(self.n))
+        self.backend = AsyncHttpBackend(url, client=self.client, keepalive_interval=None)
+        spec = {"delay_ms": delay_ms, "length": LENGTH}
+        self.sids: list[str] = list(await asyncio.gather(*(
+            self.backend.create_session("latency", task_spec=spec) for _ in range(self.n)
+        )))
+        self.method, self.url, headers, self.content, self.extensions = (
+            await self._recorded(self.sids[0])
+        )
+        self.headers = [{**headers, "X-Session-ID": sid} for sid in self.sids]
+        await self._run(0.0)  # warm up: every session's connection opened
+
+    async def _recorded(self, sid: str) -> tuple[str, str, dict[str, str], bytes, dict[str, Any]]:
+        """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at the pool."""
+        import httpx
+
+        pool = self.client.pool
+        seen: list[httpx.Request] = []
+        send = pool.handle_async_request
+
+        async def spy(request: httpx.Request) -> httpx.Response:
+            seen.append(request)
+            return await send(request)
+
+        pool.handle_async_request = spy  # type: ignore[method-assign]
+        try:
+            await self.backend.call("latency", sid, "wait", {})
+        finally:
+            del pool.handle_async_request
+        calls = [r for r in seen if r.url.path.endswith("/call")]
+        if len(calls) != 1:
+            raise RuntimeError(
+                f"the floor expected one /call request through client.pool, saw "
+                f"{[str(r.url) for r in seen]}; update _Floor to how the backend sends now"
+            )
+        request = calls[0]
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "x-session-id"}
+        return (request.method, str(request.url), headers, request.content,
+                dict(request.extensions))
+
+    async def _call(self, headers: dict[str, str]) -> None:
+        """One ``/call``: sent to the pool, its body read to the end, then checked."""
+        import httpx
+
+        response = await self.client.pool.handle_async_request(httpx.Request(
+            self.method, self.url, headers=headers, content=self.content,
+            extensions=self.extensions,
+        ))
+        try:
+            body = await response.aread()
+        finally:
+            await response.aclose()
+        if response.status_code != 200 or b"event: end" not in body:
+            raise RuntimeError(f"the floor's /call failed ({response.status_code}): "
+                               f"{body[-300:]!r}")
+
+    async def _task(self, headers: dict[str, str], end: float) -> int:
+        done = 0
+        while done < 1 or time.perf_counter() < end:
+            await self._call(headers)
+            done += 1
+        return done
+
+    async def _run(self, seconds: float) -> int:
+        end = time.perf_counter() + seconds
+        if self.pipelined:
+            return sum(await asyncio.gather(*(self._task(h, end) for h in self.headers)))
+        batches = 0
+        while batches < 1 or time.perf_counter() < end:
+            await asyncio.gather(*(self._call(h) for h in self.headers))
+            batches += 1
+        return batches * self.n
+
+    def run(self, seconds: float) -> int:
+        return self.loop.run_until_complete(self._run(seconds))
+
+    def close(self) -> None:
+        async def close() -> None:
+            await asyncio.gather(*(self.backend.delete_session(s) for s in self.sids))
+            await self.backend.aclose()
+            await self.client.aclose()
+
+        self.loop.run_until_complete(close())
+        self.loop.close()
+
+
+def _shards(n: int) -> int:
+    """How many pools ``OrsVectorEnv`` splits its client into for ``n`` sub-envs."""
+    from ors_gym.vector import env as vector_env
+
+    per_shard = getattr(vector_env, "_SESSIONS_PER_SHARD", 2)
+    return -(-n // per_shard)
+
+
+def child(case: str, n: int, url: str, delay_ms: float) -> None:
+    """Build the case, then step it on the parent's command, reporting each run."""
+    try:
+        from ors_gym.serving import quiet_sdk_logging
+
+        quiet_sdk_logging()
+    except ImportError:  # an older tree (a baseline) may not have it
+        pass
+    import ors_gym
+
+    started = time.perf_counter()
+    env: Any
+    if case in (FLOOR, FLOOR_PIPE):
+        env = _Floor(n, url, delay_ms, pipelined=case == FLOOR_PIPE)
+    else:
+        env = _make(case, n, url)
+        env.reset(seed=0, options={"task_spec": {"delay_ms": delay_ms, "length": LENGTH}})
+        _lockstep(env, n, 0.0)
+        _lockstep(env, n, 0.0)
+    origin = str(Path(ors_gym.__file__).resolve().parents[1])
+    print(json.dumps({"setup": time.perf_counter() - started, "ors_gym": origin}), flush=True)
+    for command in sys.stdin:
+        if not command.startswith("run "):
+            break
+        seconds = float(command.split()[1])
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        if case in (FLOOR, FLOOR_PIPE):
+            steps = env.run(seconds)
+        elif case == PIPE:
+            steps = _pipelined(env, n, seconds)
+        else:
+            steps = _lockstep(env, n, seconds)
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        print(json.dumps({"env_steps": steps, "seconds": elapsed, "cpu": cpu}), flush=True)
+    env.close()
+
+
+def main(argv: Sequence[str]) -> None:
+    case, n, url, delay_ms = argv[:4]
+    child(case, int(n), url, float(delay_ms))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
