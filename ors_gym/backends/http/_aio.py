@@ -160,6 +160,10 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
                 raise httpcore.WriteError(str(self._lost))
 
     async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection now (the loop closes the socket once its buffer is sent)."""
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.close()

@@ -20,6 +20,7 @@ import httpcore
 import httpx
 
 from ors_gym.backends.http._aio import AsyncioBackend
+from ors_gym.backends.http._http11 import Http11Pool
 
 __all__ = ["CoreResponse", "PooledClient", "ShardedTransport", "httpx_error", "pooled_client"]
 
@@ -145,12 +146,12 @@ class ShardedTransport(httpx.AsyncBaseTransport):
         ssl_context = httpx.create_ssl_context()  # ~40 ms to make: one for all pools
         network = AsyncioBackend()
         self._pools = [
-            httpcore.AsyncConnectionPool(
+            Http11Pool(
                 ssl_context=ssl_context,
                 max_connections=limits.max_connections,
                 max_keepalive_connections=limits.max_keepalive_connections,
                 keepalive_expiry=limits.keepalive_expiry,
-                network_backend=network,
+                network=network,
             )
             for _ in range(shards)
         ]
@@ -162,7 +163,7 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     def shards(self) -> int:
         return len(self._pools)
 
-    def _pool(self, sid: str | None, method: str, path: bytes) -> httpcore.AsyncConnectionPool:
+    def _pool(self, sid: str | None, method: str, path: bytes) -> Http11Pool:
         pools = self._pools
         if len(pools) == 1 or sid is None:
             return pools[0]
