@@ -219,7 +219,7 @@ class _Body:
         self._closed = False
 
     def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._stream.__aiter__()  # type: ignore[no-any-return]
+        return self._stream.__aiter__()
 
     async def aclose(self) -> None:
         if self._closed:
