@@ -1,14 +1,13 @@
 """Connection pools for many concurrent sessions on one event loop.
 
-httpcore's pool re-examines every connection it holds whenever a request
-starts or ends, so one pool serving hundreds of sessions costs O(N^2) per
-batch of calls. ``ShardedTransport`` splits it, keeping each session on one
-shard; ``PooledClient`` is an ``AsyncClient`` over it. Its pools are httpcore's
-own over an asyncio-native network backend (``_aio``), and besides the httpx
-transport API they take requests from ``AsyncHttpBackend`` directly
-(``ShardedTransport.send``): building an ``httpx.Request`` (its URL parsed
-again each time) and an ``httpx.Response`` for every call cost about a tenth
-of the client's CPU per step, for what an ORS request does not use.
+``ShardedTransport`` is an httpx transport over several ``_http11.Http11Pool``
+(httpcore's HTTP/1.1 connections over an asyncio-native network backend,
+``_aio``), each session kept on one shard; ``PooledClient`` is an
+``AsyncClient`` over it. Besides the httpx transport API it takes requests
+from ``AsyncHttpBackend`` directly (``ShardedTransport.send``): building an
+``httpx.Request`` (its URL parsed again each time) and an ``httpx.Response``
+for every call cost about a tenth of the client's CPU per step, for what an
+ORS request does not use.
 """
 
 from __future__ import annotations
@@ -120,12 +119,12 @@ class _ResponseStream(httpx.AsyncByteStream):
 class ShardedTransport(httpx.AsyncBaseTransport):
     """Several connection pools behind one client; a session's requests always use the same one.
 
-    httpcore's pool re-examines every connection it holds (a ``poll()`` on each
-    idle one) whenever a request starts or ends, so one pool serving N sessions
-    at once costs O(N^2) per batch of calls. Here each new session (by its
-    ``X-Session-ID``) joins the pool with the fewest sessions and stays there
-    until its ``/delete``; requests without a session use the first pool.
-    HTTP/1.1, no proxy, certificates verified as httpx verifies them.
+    Each new session (by its ``X-Session-ID``) joins the pool with the fewest
+    sessions and stays there until its ``/delete``; requests without a session
+    use the first pool. (Sharding began against httpcore's own pool, which
+    re-examined every connection it held on every request; ``Http11Pool``
+    does not, and shards now only split ``max_connections``.) HTTP/1.1, no
+    proxy, certificates verified as httpx verifies them.
     """
 
     def __init__(
