@@ -8,8 +8,9 @@ hundreds of sessions about a fifth of the client's CPU per step went there.
 ``Http11Pool`` keeps idle connections per origin, most recently used first,
 and hands a request to an idle one (checked as httpcore's pool checks it:
 not expired, not closed by the server) or to a new
-``httpcore.AsyncHTTP11Connection`` over ``AsyncioBackend``. HTTP/1.1 only, no
-proxies: what ORS servers speak.
+``httpcore.AsyncHTTP11Connection`` over ``AsyncioBackend`` (whose state lock
+``_compat.httpcore`` makes one that takes no pass through the loop). HTTP/1.1
+only, no proxies: what ORS servers speak.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import httpcore
 
+from ors_gym._compat.httpcore import lean_state_lock
 from ors_gym.backends.http._aio import AsyncioBackend, AsyncioStream
 
 __all__ = ["Http11Pool"]
@@ -119,8 +121,9 @@ class Http11Pool:
             self._wake()
             raise
         origin = httpcore.Origin(url.scheme, url.host, port or _DEFAULT_PORTS[scheme])
-        return _Conn(key, self._epoch, stream, httpcore.AsyncHTTP11Connection(
-            origin, stream, keepalive_expiry=self._expiry))
+        http = httpcore.AsyncHTTP11Connection(origin, stream, keepalive_expiry=self._expiry)
+        lean_state_lock(http)
+        return _Conn(key, self._epoch, stream, http)
 
     async def _slot(self, timeout: float | None) -> None:
         """Count one more open connection, first closing an idle one or waiting when
