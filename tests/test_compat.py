@@ -44,6 +44,7 @@ from ors_gym import protocol  # noqa: E402
 from ors_gym._compat import _versions  # noqa: E402
 from ors_gym._compat import asyncio as compat_asyncio  # noqa: E402
 from ors_gym._compat import gymnasium as compat_gymnasium  # noqa: E402
+from ors_gym._compat import httpcore as compat_httpcore  # noqa: E402
 from ors_gym._compat import httpx_sse as compat_httpx_sse  # noqa: E402
 from ors_gym._compat import openreward as compat_openreward  # noqa: E402
 from ors_gym._compat import pydantic as compat_pydantic  # noqa: E402
@@ -101,6 +102,7 @@ def test_release_numbers_are_read_from_version_strings() -> None:
         ("pydantic", compat_pydantic.VERIFIED),
         ("gymnasium", compat_gymnasium.VERIFIED),
         ("httpx-sse", compat_httpx_sse.VERIFIED),
+        ("httpcore", compat_httpcore.VERIFIED),
     ],
 )
 def test_installed_libraries_are_inside_their_verified_ranges(
@@ -156,7 +158,8 @@ def test_compat_modules_named_after_libraries_do_not_shadow_them() -> None:
     import pydantic
 
     here = str(Path(compat_asyncio.__file__).resolve().parent)
-    for name in ("asyncio", "gymnasium", "openreward", "pydantic", "sse_starlette", "structlog"):
+    for name in ("asyncio", "gymnasium", "httpcore", "openreward", "pydantic", "sse_starlette",
+                 "structlog"):
         module = importlib.import_module(name)
         assert module.__file__ is not None and not module.__file__.startswith(here), name
     assert compat_asyncio.asyncio is asyncio
@@ -847,3 +850,73 @@ def test_outside_its_range_sse_is_decoded_the_same_by_the_fallback(text: str, pi
     private = _events(compat_httpx_sse.decoders(), text, piece)
     fallback = _events((compat_httpx_sse._Lines(), compat_httpx_sse._Events()), text, piece)
     assert private == fallback and private
+
+
+# -- httpcore: an HTTP/1.1 connection's state lock ---------------------------------------
+
+
+def _lean_pool_answers() -> tuple[list[bytes], list[Any]]:
+    """Three requests on one connection of an ``Http11Pool`` (to a one-line HTTP server):
+    the bodies, and the connection's state lock as each request found it."""
+    import httpcore
+
+    from ors_gym.backends.http._http11 import Http11Pool
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readuntil(b"\r\n\r\n"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async def main() -> tuple[list[bytes], list[Any]]:
+        server = await asyncio.start_server(answer, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = Http11Pool(ssl_context=httpx.create_ssl_context())
+        bodies, locks = [], []
+        for _ in range(3):
+            request = httpcore.Request("GET", f"http://127.0.0.1:{port}/",
+                                       headers=[(b"Host", b"127.0.0.1")])
+            response = await pool.handle_async_request(request)
+            bodies.append(b"".join([part async for part in response.stream]))  # type: ignore[union-attr]
+            await response.aclose()
+            conns = [c for idle in pool._idle.values() for c in idle]
+            locks.append(conns[0].http._state_lock)
+        await pool.aclose()
+        server.close()
+        await server.wait_closed()
+        return bodies, locks
+
+    return asyncio.run(main())
+
+
+def test_an_http11_connection_has_the_state_lock_replaced_here() -> None:
+    import importlib
+
+    import httpcore
+
+    from ors_gym.backends.http._aio import AsyncioStream
+
+    loop = asyncio.new_event_loop()
+    connection = httpcore.AsyncHTTP11Connection(
+        httpcore.Origin(b"http", b"127.0.0.1", 80), AsyncioStream(loop))
+    loop.close()
+    lock = connection._state_lock
+    assert callable(lock.__aenter__) and callable(lock.__aexit__)
+    # httpcore names its classes' module "httpcore": read the module defining them.
+    source = inspect.getsource(importlib.import_module("httpcore._async.http11"))
+    assert source.count("self._state_lock") == 3  # made once, entered with `async with` twice
+    assert source.count("async with self._state_lock:") == 2
+    assert compat_httpcore.lean_state_lock(connection) is True
+    assert type(connection._state_lock) is asyncio.Lock
+    bodies, locks = _lean_pool_answers()
+    assert bodies == [b"ok"] * 3 and len({id(lock) for lock in locks}) == 1
+    assert type(locks[0]) is asyncio.Lock and not locks[0].locked()
+
+
+def test_outside_its_range_connections_keep_their_own_lock_and_answer_alike(
+    monkeypatch: pytest.MonkeyPatch, fallback_log: Callable[[], list[str]],
+) -> None:
+    private, _ = _lean_pool_answers()
+    monkeypatch.setattr(compat_httpcore, "_PRIVATE", False)
+    public, locks = _lean_pool_answers()
+    assert public == private == [b"ok"] * 3
+    assert type(locks[0]) is not asyncio.Lock  # httpcore's own AsyncLock
+    assert len(fallback_log()) == 1 and "_state_lock" in fallback_log()[0]

@@ -10,8 +10,10 @@ sans-IO operations; the modules, in reading order:
   operation asks a driver to do;
 - ``_exchange``: one request or tool call, redirected, retried or resumed;
   ``_ops``: every ORS endpoint as an operation;
-- ``_httpx``: what both drivers share about httpx; ``_pool``: sharded
-  connection pools; ``sync`` and ``async_``: the drivers.
+- ``_httpx``: what both drivers share about httpx; ``_aio``: httpcore's
+  network backend on asyncio; ``_http11``: a lean HTTP/1.1 pool over it;
+  ``_pool``: sharded pools as an httpx transport, sent to directly by
+  ``async_``; ``sync`` and ``async_``: the drivers.
 """
 
 from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client

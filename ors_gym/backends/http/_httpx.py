@@ -24,7 +24,9 @@ __all__ = [
     "drain",
     "failure_of",
     "fetch_timeout",
+    "fetch_timeouts",
     "stream_timeout",
+    "stream_timeouts",
 ]
 
 #: Timeout of the best-effort requests ``close()`` and the keepalive make.
@@ -52,16 +54,29 @@ def failure_of(exc: httpx.TransportError) -> Failure:
     return Failure(kind, type(exc).__name__, str(exc))
 
 
-def fetch_timeout(step: Fetch, settings: Settings) -> httpx.Timeout:
-    """The httpx timeouts of a ``Fetch``: its own total, else the settings'."""
+def fetch_timeouts(step: Fetch, settings: Settings) -> dict[str, float | None]:
+    """The timeouts of a ``Fetch`` (as ``httpx.Timeout.as_dict``): its own total, else
+    the settings'."""
     total = settings.timeout if step.timeout is None else step.timeout
-    return httpx.Timeout(total, connect=min(total, settings.connect_timeout))
+    return {"connect": min(total, settings.connect_timeout), "read": total, "write": total,
+            "pool": total}
+
+
+def stream_timeouts(step: Stream, settings: Settings) -> dict[str, float | None]:
+    """The timeouts of a ``Stream`` (as ``httpx.Timeout.as_dict``): its read timeout
+    bounds the silence between pieces."""
+    return {"connect": settings.connect_timeout, "read": step.read_timeout,
+            "write": settings.timeout, "pool": settings.timeout}
+
+
+def fetch_timeout(step: Fetch, settings: Settings) -> httpx.Timeout:
+    """``fetch_timeouts`` as an ``httpx.Timeout``."""
+    return httpx.Timeout(**fetch_timeouts(step, settings))
 
 
 def stream_timeout(step: Stream, settings: Settings) -> httpx.Timeout:
-    """The httpx timeouts of a ``Stream``: its read timeout bounds the silence between pieces."""
-    return httpx.Timeout(settings.timeout, connect=settings.connect_timeout,
-                         read=step.read_timeout)
+    """``stream_timeouts`` as an ``httpx.Timeout``."""
+    return httpx.Timeout(**stream_timeouts(step, settings))
 
 
 def drain(pieces: Iterator[bytes]) -> None:

@@ -30,11 +30,16 @@ from ors_gym.backends.http._httpx import (
     SSE_HEADERS,
     adrain,
     failure_of,
-    fetch_timeout,
-    stream_timeout,
+    fetch_timeouts,
+    stream_timeouts,
 )
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
+from ors_gym.backends.http._pool import (
+    CoreResponse,
+    PooledClient,
+    ShardedTransport,
+    pooled_client,
+)
 from ors_gym.backends.http._settings import SETUP_TIMEOUT_S, configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
@@ -151,8 +156,8 @@ class AsyncHttpBackend:
 
     async def _send(
         self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
-        timeout: httpx.Timeout,
-    ) -> httpx.Response:
+        timeout: dict[str, float | None],
+    ) -> httpx.Response | CoreResponse:
         """Send one request, its answer unread (the caller closes it).
 
         With a ``PooledClient`` the request goes straight to its pool (see there).
@@ -160,13 +165,9 @@ class AsyncHttpBackend:
         client = self._http()
         url = url_of(self.location, path)
         if isinstance(client, PooledClient):
-            request = httpx.Request(method, url, headers=headers, content=content,
-                                    extensions={"timeout": timeout.as_dict()})
-            response = await client.pool.handle_async_request(request)
-            response.request = request
-            return response
+            return await client.pool.send(method, url, headers, content, timeout)
         request = client.build_request(method, url, headers=headers, content=content,
-                                       timeout=timeout)
+                                       timeout=httpx.Timeout(**timeout))
         return await client.send(request, stream=True, follow_redirects=False)
 
     async def _run(self, op: Op[_T]) -> _T:
@@ -191,7 +192,7 @@ class AsyncHttpBackend:
         started = time.monotonic()
         try:
             response = await self._send(step.method, step.path, step.headers, step.content,
-                                        fetch_timeout(step, self.settings))
+                                        fetch_timeouts(step, self.settings))
             try:
                 return await _read(response, step, started)
             finally:
@@ -203,7 +204,7 @@ class AsyncHttpBackend:
         started = time.monotonic()
         try:
             response = await self._send("POST", step.path, {**step.headers, **SSE_HEADERS},
-                                        step.content, stream_timeout(step, self.settings))
+                                        step.content, stream_timeouts(step, self.settings))
             try:
                 if response.status_code != 200:
                     return await _read(response, step, started)
@@ -391,7 +392,8 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
         del backend
 
 
-async def _read(response: httpx.Response, step: Fetch | Stream, started: float) -> Answer:
+async def _read(response: httpx.Response | CoreResponse, step: Fetch | Stream, started: float
+                ) -> Answer:
     """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
     reader = step.reader(response.headers.get("content-encoding", ""))
     async for raw in response.aiter_raw():

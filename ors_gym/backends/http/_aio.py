@@ -1,0 +1,283 @@
+"""An asyncio-native network backend for httpcore.
+
+httpcore reaches sockets on asyncio through anyio: every read and write opens
+a cancel scope (``fail_after``) and checks which async library runs, and the
+pool's check of an idle connection (``get_extra_info("is_readable")``) makes
+anyio collect every socket attribute (``getpeername`` included) into a dict.
+With hundreds of sessions stepping on one loop that was about a third of the
+client's CPU per step. ``AsyncioBackend`` implements httpcore's public
+``AsyncNetworkBackend`` on an ``asyncio.Protocol``: the loop hands it what it
+reads, a read that finds bytes waiting returns them without suspending, and a
+timeout is one timer handle. ``_pool`` gives it to httpcore's connection pools
+(``httpx.AsyncHTTPTransport`` takes no network backend).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import ssl
+import typing
+from collections import deque
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+import httpcore
+
+__all__ = ["AsyncioBackend", "AsyncioStream"]
+
+#: Bytes buffered from a connection nobody reads before the loop stops reading it.
+_HIGH_WATER = 256 * 1024
+#: Delay before trying the next address of a host (RFC 8305's 250 ms, as anyio).
+_HAPPY_EYEBALLS_S = 0.25
+
+_SocketOption = (
+    tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
+)
+
+
+class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
+    """One connection: an asyncio protocol that keeps what the loop reads until asked."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._chunks: deque[bytes] = deque()
+        self._buffered = 0
+        self._eof = False
+        self._lost: Exception | None = None
+        self._closed = False
+        self._reader: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._paused_writing = False
+        self._paused_reading = False
+
+    # -- the loop's side (asyncio.Protocol) -----------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = typing.cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._buffered += len(data)
+        if self._buffered > _HIGH_WATER and not self._paused_reading and self._transport:
+            self._paused_reading = True
+            self._transport.pause_reading()
+        self._wake_reader()
+
+    def eof_received(self) -> bool:
+        self._eof = True
+        self._wake_reader()
+        return False  # let the transport close itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._eof = True
+        self._closed = True
+        self._lost = exc
+        self._wake_reader()
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused_writing = True
+
+    def resume_writing(self) -> None:
+        self._paused_writing = False
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
+
+    def _wake_reader(self) -> None:
+        reader, self._reader = self._reader, None
+        if reader is not None and not reader.done():
+            reader.set_result(None)
+
+    # -- httpcore's side (AsyncNetworkStream) ---------------------------------------------
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if not self._chunks and not self._eof:
+            await self._wait_for_data(timeout)
+        if self._chunks:
+            return self._take(max_bytes)
+        if self._lost is not None:
+            raise httpcore.ReadError(str(self._lost) or type(self._lost).__name__)
+        return b""
+
+    async def _wait_for_data(self, timeout: float | None) -> None:
+        reader = self._reader = self._loop.create_future()
+        timer = None if timeout is None else self._loop.call_later(
+            timeout, _expire, reader, httpcore.ReadTimeout
+        )
+        try:
+            await reader
+        finally:
+            if timer is not None:
+                timer.cancel()
+            if self._reader is reader:
+                self._reader = None
+
+    def _take(self, max_bytes: int) -> bytes:
+        chunks = self._chunks
+        first = chunks.popleft()
+        if len(first) > max_bytes:
+            chunks.appendleft(first[max_bytes:])
+            first = first[:max_bytes]
+        elif chunks and len(first) < max_bytes:
+            parts, size = [first], len(first)
+            while chunks and size + len(chunks[0]) <= max_bytes:
+                part = chunks.popleft()
+                parts.append(part)
+                size += len(part)
+            first = b"".join(parts)
+        self._buffered -= len(first)
+        if self._paused_reading and self._buffered <= _HIGH_WATER // 4 and not self._closed:
+            self._paused_reading = False
+            assert self._transport is not None
+            self._transport.resume_reading()
+        return first
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        transport = self._transport
+        if transport is None or self._closed or transport.is_closing():
+            raise httpcore.WriteError(
+                str(self._lost) if self._lost is not None else "the connection is closed"
+            )
+        transport.write(buffer)
+        if self._paused_writing:
+            drained = self._drained = self._loop.create_future()
+            timer = None if timeout is None else self._loop.call_later(
+                timeout, _expire, drained, httpcore.WriteTimeout
+            )
+            try:
+                await drained
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if self._closed and self._lost is not None:
+                raise httpcore.WriteError(str(self._lost))
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection now (the loop closes the socket once its buffer is sent)."""
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        assert self._transport is not None
+        try:
+            with _connect_errors():
+                async with asyncio.timeout(timeout):
+                    transport = await self._loop.start_tls(
+                        self._transport, self, ssl_context, server_hostname=server_hostname
+                    )
+        except BaseException:
+            self._transport.abort()
+            raise
+        if transport is None:  # the connection closed during the handshake
+            raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        self._transport = transport
+        return self
+
+    def get_extra_info(self, info: str) -> typing.Any:
+        if info == "is_readable":
+            return self._readable()
+        transport = self._transport
+        if transport is None:
+            return None
+        if info == "ssl_object":
+            return transport.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return transport.get_extra_info("sockname")
+        if info == "server_addr":
+            return transport.get_extra_info("peername")
+        if info == "socket":
+            return transport.get_extra_info("socket")
+        return None
+
+    def _readable(self) -> bool:
+        """Whether a read would return at once: bytes or the end are here, or the
+        socket holds some the loop has not read yet (an idle connection the server
+        just closed must not be handed a request)."""
+        if self._chunks or self._eof or self._transport is None:
+            return True
+        sock = self._transport.get_extra_info("socket")
+        fd = -1 if sock is None else sock.fileno()
+        if fd < 0:
+            return True
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+
+
+def _expire(future: asyncio.Future[None], error: type[Exception]) -> None:
+    if not future.done():
+        future.set_exception(error())
+
+
+@contextmanager
+def _connect_errors() -> Iterator[None]:
+    try:
+        yield
+    except TimeoutError as exc:  # before OSError: TimeoutError is one
+        raise httpcore.ConnectTimeout(str(exc)) from exc
+    except (OSError, ssl.SSLError) as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
+
+
+class AsyncioBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend on the running asyncio loop (see the module docstring)."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[_SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        with _connect_errors():
+            async with asyncio.timeout(timeout):
+                transport, stream = await loop.create_connection(
+                    lambda: AsyncioStream(loop), host, port,
+                    local_addr=None if local_address is None else (local_address, 0),
+                    happy_eyeballs_delay=_HAPPY_EYEBALLS_S,
+                )
+        _set_options(transport, socket_options)
+        return stream
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[_SocketOption] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        with _connect_errors():
+            async with asyncio.timeout(timeout):
+                transport, stream = await loop.create_unix_connection(
+                    lambda: AsyncioStream(loop), path
+                )
+        _set_options(transport, socket_options)
+        return stream
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _set_options(transport: asyncio.BaseTransport, options: Iterable[_SocketOption] | None
+                 ) -> None:
+    sock = transport.get_extra_info("socket")
+    for option in options or ():
+        sock.setsockopt(*option)
