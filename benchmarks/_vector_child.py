@@ -93,13 +93,15 @@ def _pipelined(env: Any, n: int, seconds: float) -> int:
 class _Floor:
     """httpx's async floor: the exact ``/call`` request of one env-step, for N sessions.
 
-    Sessions are opened and deleted with ``AsyncHttpBackend`` (outside the timed
-    part), over ``pooled_client`` sharded as ``OrsVectorEnv`` shards it. The
-    request is the one the backend sends for a ``wait()`` call, recorded at
-    setup; each send builds an ``httpx.Request``, hands it to the client's pool
-    and reads the body to its end, decoding nothing. ``pipelined``: each
-    session's task sends again as soon as its answer is in (as ``send``/``recv``
-    step); else all N are sent together and awaited together (as ``step()``).
+    The pool is httpx's own, as httpx ships it: ``httpx.AsyncHTTPTransport``
+    shards, as many as ``OrsVectorEnv`` makes, each session pinned to one (two
+    per shard). Sessions are opened and deleted with ``AsyncHttpBackend``
+    (outside the timed part). The request is the one the backend sends for a
+    ``wait()`` call, recorded at setup; each send builds an ``httpx.Request``,
+    hands it to the session's transport and reads the body to its end,
+    decoding nothing. ``pipelined``: each session's task sends again as soon as
+    its answer is in (as ``send``/``recv`` step); else all N are sent together
+    and awaited together (as ``step()``).
     """
 
     def __init__(self, n: int, url: str, delay_ms: float, pipelined: bool) -> None:
@@ -109,9 +111,11 @@ class _Floor:
         self.loop.run_until_complete(self._open(url, delay_ms))
 
     async def _open(self, url: str, delay_ms: float) -> None:
+        import httpx
+
         from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
-        self.client = pooled_client(None, self.n + 4, shards=_shards(self.n))
+        self.client = pooled_client(None, self.n + 4, shards=1)
         self.backend = AsyncHttpBackend(url, client=self.client, keepalive_interval=None)
         spec = {"delay_ms": delay_ms, "length": LENGTH}
         self.sids: list[str] = list(await asyncio.gather(*(
@@ -120,42 +124,47 @@ class _Floor:
         self.method, self.url, headers, self.content, self.extensions = (
             await self._recorded(self.sids[0])
         )
-        self.headers = [{**headers, "X-Session-ID": sid} for sid in self.sids]
+        shards = _shards(self.n)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=self.n + 4)
+        self.transports = [httpx.AsyncHTTPTransport(limits=limits) for _ in range(shards)]
+        self.sessions = [
+            ({**headers, "X-Session-ID": sid}, self.transports[i * shards // self.n])
+            for i, sid in enumerate(self.sids)
+        ]
         await self._run(0.0)  # warm up: every session's connection opened
 
     async def _recorded(self, sid: str) -> tuple[str, str, dict[str, str], bytes, dict[str, Any]]:
-        """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at the pool."""
-        import httpx
-
+        """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at its pool."""
         pool = self.client.pool
-        seen: list[httpx.Request] = []
-        send = pool.handle_async_request
+        seen: list[tuple[Any, ...]] = []
+        send = pool.send
 
-        async def spy(request: httpx.Request) -> httpx.Response:
-            seen.append(request)
-            return await send(request)
+        async def spy(method: str, url: str, headers: Any, content: bytes | None,
+                      timeout: Any) -> Any:
+            seen.append((method, url, dict(headers), content or b"", dict(timeout)))
+            return await send(method, url, headers, content, timeout)
 
-        pool.handle_async_request = spy  # type: ignore[method-assign]
+        pool.send = spy  # type: ignore[method-assign]
         try:
             await self.backend.call("latency", sid, "wait", {})
         finally:
-            del pool.handle_async_request
-        calls = [r for r in seen if r.url.path.endswith("/call")]
+            del pool.send
+        calls = [r for r in seen if r[1].endswith("/call")]
         if len(calls) != 1:
             raise RuntimeError(
-                f"the floor expected one /call request through client.pool, saw "
-                f"{[str(r.url) for r in seen]}; update _Floor to how the backend sends now"
+                f"the floor expected one /call request through client.pool.send, saw "
+                f"{[r[1] for r in seen]}; update _Floor to how the backend sends now"
             )
-        request = calls[0]
-        headers = {k: v for k, v in request.headers.items() if k.lower() != "x-session-id"}
-        return (request.method, str(request.url), headers, request.content,
-                dict(request.extensions))
+        method, url, headers, content, timeout = calls[0]
+        headers = {k: v for k, v in headers.items() if k.lower() != "x-session-id"}
+        return method, url, headers, content, {"timeout": timeout}
 
-    async def _call(self, headers: dict[str, str]) -> None:
-        """One ``/call``: sent to the pool, its body read to the end, then checked."""
+    async def _call(self, session: tuple[dict[str, str], Any]) -> None:
+        """One ``/call``: sent to the session's transport, its body read to the end, checked."""
         import httpx
 
-        response = await self.client.pool.handle_async_request(httpx.Request(
+        headers, transport = session
+        response = await transport.handle_async_request(httpx.Request(
             self.method, self.url, headers=headers, content=self.content,
             extensions=self.extensions,
         ))
@@ -167,20 +176,20 @@ class _Floor:
             raise RuntimeError(f"the floor's /call failed ({response.status_code}): "
                                f"{body[-300:]!r}")
 
-    async def _task(self, headers: dict[str, str], end: float) -> int:
+    async def _task(self, session: tuple[dict[str, str], Any], end: float) -> int:
         done = 0
         while done < 1 or time.perf_counter() < end:
-            await self._call(headers)
+            await self._call(session)
             done += 1
         return done
 
     async def _run(self, seconds: float) -> int:
         end = time.perf_counter() + seconds
         if self.pipelined:
-            return sum(await asyncio.gather(*(self._task(h, end) for h in self.headers)))
+            return sum(await asyncio.gather(*(self._task(s, end) for s in self.sessions)))
         batches = 0
         while batches < 1 or time.perf_counter() < end:
-            await asyncio.gather(*(self._call(h) for h in self.headers))
+            await asyncio.gather(*(self._call(s) for s in self.sessions))
             batches += 1
         return batches * self.n
 
@@ -189,6 +198,8 @@ class _Floor:
 
     def close(self) -> None:
         async def close() -> None:
+            for transport in self.transports:
+                await transport.aclose()
             await asyncio.gather(*(self.backend.delete_session(s) for s in self.sids))
             await self.backend.aclose()
             await self.client.aclose()

@@ -18,9 +18,11 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
 - ``httpx floor``: no env at all; N sessions opened beforehand, and the exact
   ``/call`` request one env-step sends (recorded from ``AsyncHttpBackend``)
   sent for all N together and awaited together, again and again, through
-  ``pooled_client`` sharded as ``OrsVectorEnv`` shards it, straight to its
-  pool, each SSE body read to the end undecoded: the least client CPU httpx
-  needs per step of ``step()``;
+  httpx's own pool as httpx ships it (``httpx.AsyncHTTPTransport``, as many
+  shards as ``OrsVectorEnv`` makes, two sessions each), each SSE body read to
+  the end undecoded: the least client CPU stock httpx needs per step of
+  ``step()``. (``OrsVectorEnv`` itself sends through ``ors_gym``'s leaner pool
+  over httpcore's HTTP/1.1 connections, so it can go below this floor.)
 - ``httpx floor pipelined``: the same, but N asyncio tasks each send again as
   soon as their answer is in, as the pipelined case does (fewer answers per
   event-loop pass, which can cost more CPU per request on both sides);
