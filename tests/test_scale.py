@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from benchmarks._common import ROOT, child_env
+from ors_gym.errors import OrsConnectionError
 from benchmarks.bench_scale import ServerProcess, start_servers
 
 CENSUS = "tests._test_envs:Census"
@@ -117,3 +118,56 @@ def test_ctrl_c_mid_batch_deletes_every_session(
             client.wait()
     assert "KeyboardInterrupt" in err
     assert live(servers) == [0, 0, 0, 0], err[-2000:]
+
+
+# -- a server restarted mid-run ------------------------------------------------------------------
+
+
+def test_a_restarted_server_ends_only_its_own_sub_envs() -> None:
+    """Kill one of 2 servers mid-run: its sub-envs truncate with ``server_unreachable``
+    while the others step on; restarted on the same port, they autoreset onto it."""
+    from ors_gym.vector import OrsVectorEnv
+
+    servers = start_servers([CENSUS], 2)
+    env = None
+    try:
+        env = OrsVectorEnv(8, base_url=[s.url for s in servers], env_name="census",
+                           backend_options={"max_retries": 1, "backoff": 0.01})
+        env.reset(options={"task_spec": {"delay_ms": 1}})
+        mine = [i for i in range(8) if i % 2 == 1]  # the sub-envs of the server killed
+        others = [i for i in range(8) if i % 2 == 0]
+        obs, *_ = env.step((WAIT,) * 8)
+        assert set(obs["text"]) == {"waited 1"}
+
+        servers[1].kill()
+        for k in (2, 3):  # the step that meets the dead server, then an autoreset attempt
+            obs, _, _, truncated, info = env.step((WAIT,) * 8)
+            assert [bool(truncated[i]) for i in range(8)] == [i in mine for i in range(8)]
+            assert [obs["text"][i] for i in others] == [f"waited {k}"] * 4
+            assert all(info["error_reason"][i] == "server_unreachable" for i in mine), info
+            assert all(servers[1].url in info["error"][i] for i in mine)
+
+        servers[1].start()  # same port, no sessions
+        obs, _, _, truncated, _ = env.step((WAIT,) * 8)  # autoreset onto the restarted server
+        assert not truncated.any()
+        assert [obs["text"][i] for i in mine] == ["Call wait."] * 4
+        assert [obs["text"][i] for i in others] == ["waited 4"] * 4
+        obs, *_ = env.step((WAIT,) * 8)
+        assert [obs["text"][i] for i in mine] == ["waited 1"] * 4
+        assert census(servers[1].url)["live"] == 4
+
+        servers[0].kill()
+        servers[1].kill()
+        with pytest.raises(OrsConnectionError, match="every ORS server stopped answering"):
+            env.step((WAIT,) * 8)
+        servers[0].start()
+        servers[1].start()
+        env.reset()  # everything back
+        assert live(servers) == [4, 4]
+        env.close()
+        assert live(servers) == [0, 0]
+    finally:
+        if env is not None:
+            env.close()
+        for s in servers:
+            s.stop()
