@@ -78,7 +78,7 @@ def _server() -> Iterator[str]:
 
 
 @dataclass
-class _Tally:
+class Tally:
     completed: int = 0
     lost: int = 0
     errors: list[str] = field(default_factory=list)
@@ -91,7 +91,7 @@ class _Tally:
             self.errors.extend(errors[: max(0, 5 - len(self.errors))])
 
 
-def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: _Tally) -> None:
+def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: Tally) -> None:
     """Take ``steps`` steps, checking each ``waited k`` against the episode's own count."""
     completed = lost = 0
     errors: list[str] = []
@@ -123,12 +123,13 @@ def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: _Tally
         tally.add(completed, lost, errors)
 
 
-def _vector_soak(url: str, steps: int, sessions: int, task: dict[str, Any],
-                 tally: _Tally) -> None:
-    """``steps`` steps over ``sessions`` sub-envs of one ``OrsVectorEnv``, each checked."""
+def vector_soak(url: str, steps: int, sessions: int, task: dict[str, Any], tally: Tally,
+                env_name: str = "latency") -> None:
+    """``steps`` steps over ``sessions`` sub-envs of one ``OrsVectorEnv``, each checked
+    (``env_name``'s ``wait`` answers ``waited k``)."""
     from ors_gym.vector import OrsVectorEnv
 
-    env = OrsVectorEnv(sessions, base_url=url, env_name="latency",
+    env = OrsVectorEnv(sessions, base_url=url, env_name=env_name,
                        backend_options={"max_retries": 6, "backoff": 0.02})
     completed = lost = 0
     errors: list[str] = []
@@ -161,11 +162,11 @@ def _vector_soak(url: str, steps: int, sessions: int, task: dict[str, Any],
 
 def _soak(url: str, *, steps: int, sessions: int, cut_every: int, task: dict[str, Any],
           mode: str = "threads") -> dict[str, Any]:
-    tally = _Tally()
+    tally = Tally()
     if mode == "vector":
         with FlakyProxy(url, cut_every=cut_every) as proxy:
             start = time.perf_counter()
-            _vector_soak(proxy.url, steps, sessions, task, tally)
+            vector_soak(proxy.url, steps, sessions, task, tally)
             seconds = time.perf_counter() - start
             cuts = proxy.cuts
         return _result(tally, cuts, seconds)
@@ -185,7 +186,7 @@ def _soak(url: str, *, steps: int, sessions: int, cut_every: int, task: dict[str
     return _result(tally, cuts, seconds)
 
 
-def _result(tally: _Tally, cuts: int, seconds: float) -> dict[str, Any]:
+def _result(tally: Tally, cuts: int, seconds: float) -> dict[str, Any]:
     return {
         "steps_completed": tally.completed,
         "steps_lost": tally.lost,
