@@ -126,7 +126,8 @@ class Census(Environment):
     (the server tears a session down when it is deleted), so
     ``list_tasks("census")`` (no session needed) answers ``[{"live": n,
     "waiting": w}]``: the sessions a client has left open on this server, and
-    the ``wait`` calls running now, read from the server.
+    the ``wait`` calls running now, read from the server. A deleted session's
+    running ``wait`` returns at once.
     """
 
     live = 0
@@ -140,11 +141,13 @@ class Census(Environment):
         self.delay_s = float((task_spec or {}).get("delay_ms", 20)) / 1000
         self.length = int((task_spec or {}).get("length", 1_000_000))
         self.steps = 0
+        self._ended = asyncio.Event()  # set by teardown: a running wait returns at once
         self._counted = True
         with Census._lock:
             Census.live += 1
 
     async def teardown(self) -> None:
+        self._ended.set()
         with Census._lock:
             if self._counted:
                 self._counted = False
@@ -168,7 +171,9 @@ class Census(Environment):
         """Sleep for the task's delay_ms, then answer 'waited k' (k: calls so far)."""
         Census.waiting += 1
         try:
-            await asyncio.sleep(self.delay_s)
+            await asyncio.wait_for(self._ended.wait(), self.delay_s)
+        except TimeoutError:
+            pass
         finally:
             Census.waiting -= 1
         self.steps += 1
