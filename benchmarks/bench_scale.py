@@ -163,6 +163,13 @@ def _check(text: str, expected: int) -> bool:
     return text == f"waited {expected}"
 
 
+def _servers_cpu_s() -> float:
+    return sum(_cpu_s(pid) for pid in _SERVER_PIDS)
+
+
+_SERVER_PIDS: list[int] = []  # the servers' processes, read from /proc by the child
+
+
 def _vector_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> dict[str, Any]:
     import numpy as np
 
@@ -185,7 +192,7 @@ def _vector_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> 
         wrong = 0
         sent = [time.perf_counter()] * n
         env.send((WAIT,) * n)
-        cpu0, t0 = time.process_time(), time.perf_counter()
+        cpu0, t0, server0 = time.process_time(), time.perf_counter(), _servers_cpu_s()
         finished = 0
         while finished < n * rounds:
             obs, _, _, truncated, info = env.recv()
@@ -202,10 +209,11 @@ def _vector_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> 
             finished += len(ids)
             env.send((WAIT,) * len(ids), env_ids=ids)
         cpu, seconds = time.process_time() - cpu0, time.perf_counter() - t0
+        server = _servers_cpu_s() - server0
         env.recv(min_envs=len(env.in_flight))
     finally:
         env.close()
-    return _summary(n, before, after, latencies, cpu, seconds, wrong, errors)
+    return _summary(n, before, after, latencies, cpu, seconds, wrong, errors, server)
 
 
 def _async_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> dict[str, Any]:
@@ -248,22 +256,25 @@ def _async_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> d
         if not opened.is_set():  # an episode failed before every session was open
             await asyncio.gather(*tasks)
         after = rss_kb()
-        cpu0, t0 = time.process_time(), time.perf_counter()
+        cpu0, t0, server0 = time.process_time(), time.perf_counter(), _servers_cpu_s()
         go.set()
         results = await asyncio.gather(*tasks, return_exceptions=True)
         cpu, seconds = time.process_time() - cpu0, time.perf_counter() - t0
+        server = _servers_cpu_s() - server0
         failed = [r for r in results if isinstance(r, BaseException)]
         errors += [f"{type(e).__name__}: {e}" for e in failed][:5]
         await asyncio.gather(*(e.close() for e in envs))
         await asyncio.gather(*(b.aclose() for b in backends))
         await client.aclose()
-        return _summary(n, before, after, latencies, cpu, seconds, wrong + len(failed), errors)
+        return _summary(n, before, after, latencies, cpu, seconds, wrong + len(failed), errors,
+                        server)
 
     return asyncio.run(main())
 
 
 def _summary(n: int, before: int, after: int, latencies: list[float], cpu: float,
-             seconds: float, wrong: int, errors: list[str]) -> dict[str, Any]:
+             seconds: float, wrong: int, errors: list[str], server_cpu: float
+             ) -> dict[str, Any]:
     steps = len(latencies)
     return {
         "sessions": n,
@@ -273,14 +284,17 @@ def _summary(n: int, before: int, after: int, latencies: list[float], cpu: float
         "steps": steps,
         "steps_per_s": round(steps / seconds, 1),
         "cpu_ms_per_step": round(cpu * 1000 / max(steps, 1), 3),
+        "server_cpu_ms_per_step": round(server_cpu * 1000 / max(steps, 1), 3),
         "errors": wrong,
         "error_samples": errors,
     }
 
 
-def _child(case: str, urls: list[str], n: int, delay_ms: float, rounds: int) -> None:
+def _child(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
+           pids: list[int]) -> None:
     from ors_gym.serving import quiet_sdk_logging
 
+    _SERVER_PIDS[:] = pids
     quiet_sdk_logging()
     task = {"delay_ms": delay_ms, "length": 10_000_000}
     run = _vector_case if case == "vector" else _async_case
@@ -293,17 +307,18 @@ def _child(case: str, urls: list[str], n: int, delay_ms: float, rounds: int) -> 
 def _run_case(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
               servers: Sequence[ServerProcess]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "benchmarks.bench_scale", "--child", case, "--n", str(n),
-           "--delay-ms", str(delay_ms), "--rounds", str(rounds), "--urls", *urls]
-    cpu0 = sum(s.cpu_s for s in servers)
+           "--delay-ms", str(delay_ms), "--rounds", str(rounds), "--urls", *urls,
+           "--pids", *(str(s.proc.pid) for s in servers if s.proc is not None)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT,
                          timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"case {case} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
-    row["server_cpu_s"] = round(sum(s.cpu_s for s in servers) - cpu0, 1)
+    offered = n * 1000 / delay_ms  # steps/s if every step took exactly delay_ms
     return {"benchmark": "scale", "case": case, "delay_ms": delay_ms, **row,
             "p50_x_delay": round(row["p50_ms"] / delay_ms, 3),
-            "p99_x_delay": round(row["p99_ms"] / delay_ms, 3)}
+            "p99_x_delay": round(row["p99_ms"] / delay_ms, 3),
+            "x_offered": round(row["steps_per_s"] / offered, 3)}
 
 
 def run(n: int = 1000, servers: int = 4, delay_ms: float = 2000.0, rounds: int = 5
@@ -320,12 +335,14 @@ def run(n: int = 1000, servers: int = 4, delay_ms: float = 2000.0, rounds: int =
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     lines = [f"{'case':<8} {'sessions':>8} {'KB/session':>10} {'p50 x delay':>11} "
-             f"{'p99 x delay':>11} {'CPU ms/step':>11} {'steps/s':>8} {'errors':>6}"]
+             f"{'p99 x delay':>11} {'CPU ms/step':>11} {'server ms/step':>14} {'steps/s':>8} "
+             f"{'x offered':>9} {'errors':>6}"]
     for r in rows:
         lines.append(
             f"{r['case']:<8} {r['sessions']:>8} {r['kb_per_session']:>10.1f} "
             f"{r['p50_x_delay']:>11.3f} {r['p99_x_delay']:>11.3f} "
-            f"{r['cpu_ms_per_step']:>11.3f} {r['steps_per_s']:>8.1f} {r['errors']:>6}"
+            f"{r['cpu_ms_per_step']:>11.3f} {r['server_cpu_ms_per_step']:>14.3f} "
+            f"{r['steps_per_s']:>8.1f} {r['x_offered']:>9.3f} {r['errors']:>6}"
         )
     for r in rows:
         for error in r["error_samples"]:
@@ -343,16 +360,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     parser.add_argument("--child", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--urls", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--pids", nargs="*", type=int, default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        _child(args.child, args.urls, args.n, args.delay_ms, args.rounds)
+        _child(args.child, args.urls, args.n, args.delay_ms, args.rounds, args.pids)
         return 0
     rows = run(args.n, args.servers, args.delay_ms, args.rounds)
     print(format_table(rows))
     print(f"{args.n} sessions over {args.servers} server processes; latency of one sub-env "
           f"step as a ratio to the tool's own {args.delay_ms:g} ms (1.0 at best); KB/session: "
-          "client RSS growth over the sessions (target <= 100); errors must be 0")
+          "client RSS growth over the sessions (target <= 100); CPU / server ms/step: client "
+          "and all servers' CPU per env-step; x offered: steps/s over n / delay (1.0 when "
+          "nothing queues); errors must be 0")
     if args.json:
         write_json(rows, args.json)
     return 1 if any(r["errors"] for r in rows) else 0
