@@ -91,10 +91,11 @@ class OrsVectorEnv(VectorEnv):
       "server_unreachable"`` (and ``info["error"]``), and each later step of
       theirs, an autoreset, reports the same (after one shared ``/health``
       probe per server and batch, so a dead server costs no retries) until
-      the server answers again; the autoreset then opens a new session on it.
-      The other sub-envs step on meanwhile. When every server is down (or the
-      only one), the step raises ``OrsConnectionError`` naming them, and so
-      does ``reset()`` while any server it needs is down;
+      the server answers again; the autoreset then opens a new session on it
+      (with the default ``NEXT_STEP`` autoreset; under ``SAME_STEP`` the
+      reopening raises). The other sub-envs step on meanwhile. When every
+      server is down (or the only one), the step raises ``OrsConnectionError``
+      naming them, and so does ``reset()`` while any server it needs is down;
     - ``max_connections``: bound on the pooled client's connections (None: none).
 
     Observations are batched as gymnasium batches the ``OrsEnv`` space:
@@ -497,6 +498,10 @@ class OrsVectorEnv(VectorEnv):
         server = self.envs[i].backend
         probe_error = await self._probe(server)
         if probe_error is None or len(self._down) < len(self._servers):
+            return
+        # Every server looks down: ask the others again, one may be back since it was noted.
+        await asyncio.gather(*(self._probe(s) for s in self._servers if s is not server))
+        if len(self._down) < len(self._servers):
             return
         hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
         if len(self._servers) == 1:
