@@ -65,19 +65,25 @@ if mode.endswith("+tmp"):  # a weakref.finalize made before ors_gym is imported
     import tempfile
     keep = tempfile.TemporaryDirectory()
     mode = mode[:-4]
+closing = mode.endswith("+close")  # the script closes the env itself on Ctrl-C
+mode = mode.removesuffix("+close")
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 TASK = {"task_spec": {"delay_ms": 60000}}
 if mode in ("step", "recv"):
     from ors_gym.vector import OrsVectorEnv
     env = OrsVectorEnv(n, base_url=urls, env_name="census")
     env.reset(options=TASK)
-    if mode == "step":
-        print("in flight", flush=True)
-        env.step((WAIT,) * n)
-    else:
-        env.send((WAIT,) * n)
-        print("in flight", flush=True)
-        env.recv(min_envs=n)
+    try:
+        if mode == "step":
+            print("in flight", flush=True)
+            env.step((WAIT,) * n)
+        else:
+            env.send((WAIT,) * n)
+            print("in flight", flush=True)
+            env.recv(min_envs=n)
+    finally:
+        if closing:
+            env.close()
 else:
     from ors_gym import AsyncOrsEnv
     from ors_gym.backends.http import AsyncHttpBackend
@@ -108,7 +114,8 @@ _ASYNC_LEAKS = pytest.mark.xfail(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "mode", ["step", "recv", "step+tmp", pytest.param("async", marks=_ASYNC_LEAKS)]
+    "mode",
+    ["step", "recv", "step+tmp", "recv+close", pytest.param("async", marks=_ASYNC_LEAKS)],
 )
 def test_ctrl_c_mid_batch_deletes_every_session(
     servers: list[ServerProcess], mode: str
