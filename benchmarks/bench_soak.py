@@ -15,8 +15,14 @@ completed, steps lost (an error, a truncation, or a wrong k; must be 0),
 resumed calls (cuts), and throughput; the faulty run's throughput is given as
 a ratio to the same run without faults, measured in the same invocation.
 
+``--mode vector`` runs the sessions (default 1,000 there) as ONE
+``OrsVectorEnv`` instead of threads, stepped envpool-style (each sub-env
+``recv`` returns is sent its next step; an episode's end autoresets it), so a
+thousand sessions share one event loop, one pooled client and one proxy.
+
 Run: ``python -m benchmarks.bench_soak`` (``--quick`` for 1,000 steps, ``--json
-PATH`` to save the rows). Exits 1 if any step was lost.
+PATH`` to save the rows; ``--mode vector`` for 1,000 sessions in one
+``OrsVectorEnv``). Exits 1 if any step was lost.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ def _server() -> Iterator[str]:
 
 
 @dataclass
-class _Tally:
+class Tally:
     completed: int = 0
     lost: int = 0
     errors: list[str] = field(default_factory=list)
@@ -85,7 +91,7 @@ class _Tally:
             self.errors.extend(errors[: max(0, 5 - len(self.errors))])
 
 
-def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: _Tally) -> None:
+def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: Tally) -> None:
     """Take ``steps`` steps, checking each ``waited k`` against the episode's own count."""
     completed = lost = 0
     errors: list[str] = []
@@ -117,9 +123,53 @@ def _worker(url: str, steps: int, task: dict[str, Any], seed: int, tally: _Tally
         tally.add(completed, lost, errors)
 
 
-def _soak(url: str, *, steps: int, sessions: int, cut_every: int, task: dict[str, Any]
-          ) -> dict[str, Any]:
-    tally = _Tally()
+def vector_soak(url: str, steps: int, sessions: int, task: dict[str, Any], tally: Tally,
+                env_name: str = "latency") -> None:
+    """``steps`` steps over ``sessions`` sub-envs of one ``OrsVectorEnv``, each checked
+    (``env_name``'s ``wait`` answers ``waited k``)."""
+    from ors_gym.vector import OrsVectorEnv
+
+    env = OrsVectorEnv(sessions, base_url=url, env_name=env_name,
+                       backend_options={"max_retries": 6, "backoff": 0.02})
+    completed = lost = 0
+    errors: list[str] = []
+    try:
+        env.reset(seed=0, options={"task_spec": task})
+        calls = [0] * sessions  # calls answered in each sub-env's episode
+        reopening = [False] * sessions  # its next result is an autoreset, not a call
+        env.send((WAIT,) * sessions)
+        while completed + lost < steps:
+            obs, _, terminated, truncated, info = env.recv()
+            ids = [int(i) for i in info["env_id"]]
+            for pos, i in enumerate(ids):
+                if reopening[i]:
+                    reopening[i], calls[i] = False, 0
+                    continue
+                calls[i] += 1
+                if truncated[pos] or obs["text"][pos] != f"waited {calls[i]}":
+                    lost += 1
+                    reason = info.get("error", [None] * len(ids))[pos]
+                    errors.append(f"sub-env {i} call {calls[i]}: {obs['text'][pos]!r} {reason}")
+                else:
+                    completed += 1
+                reopening[i] = bool(terminated[pos] or truncated[pos])
+            env.send((WAIT,) * len(ids), env_ids=ids)
+        env.recv(min_envs=len(env.in_flight))
+    finally:
+        env.close()
+        tally.add(completed, lost, errors)
+
+
+def _soak(url: str, *, steps: int, sessions: int, cut_every: int, task: dict[str, Any],
+          mode: str = "threads") -> dict[str, Any]:
+    tally = Tally()
+    if mode == "vector":
+        with FlakyProxy(url, cut_every=cut_every) as proxy:
+            start = time.perf_counter()
+            vector_soak(proxy.url, steps, sessions, task, tally)
+            seconds = time.perf_counter() - start
+            cuts = proxy.cuts
+        return _result(tally, cuts, seconds)
     with FlakyProxy(url, cut_every=cut_every) as proxy:
         shares = [steps // sessions + (1 if i < steps % sessions else 0) for i in range(sessions)]
         threads = [
@@ -133,6 +183,10 @@ def _soak(url: str, *, steps: int, sessions: int, cut_every: int, task: dict[str
             t.join()
         seconds = time.perf_counter() - start
         cuts = proxy.cuts
+    return _result(tally, cuts, seconds)
+
+
+def _result(tally: Tally, cuts: int, seconds: float) -> dict[str, Any]:
     return {
         "steps_completed": tally.completed,
         "steps_lost": tally.lost,
@@ -149,17 +203,21 @@ def run(
     cut_every: int = 20,
     delay_ms: float = 2.0,
     episode_length: int = 100,
+    mode: str = "threads",
 ) -> list[dict[str, Any]]:
     """The soak without faults (baseline), then with cuts; one row per run."""
     task = {"delay_ms": delay_ms, "length": episode_length}
     with _server() as url:
-        baseline = _soak(url, steps=steps, sessions=sessions, cut_every=0, task=task)
-        faulty = _soak(url, steps=steps, sessions=sessions, cut_every=cut_every, task=task)
+        baseline = _soak(url, steps=steps, sessions=sessions, cut_every=0, task=task,
+                         mode=mode)
+        faulty = _soak(url, steps=steps, sessions=sessions, cut_every=cut_every, task=task,
+                       mode=mode)
     rows = []
     for case, result in (("no faults", baseline),
                          (f"cut 1 in {cut_every} tool-call streams", faulty)):
         rows.append({
             "benchmark": "soak",
+            "mode": mode,
             "case": case,
             "sessions": sessions,
             "steps": steps,
@@ -188,15 +246,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="1,000 steps instead of 10,000")
     parser.add_argument("--steps", type=int, help="total steps per run (default 10,000)")
-    parser.add_argument("--sessions", type=int, default=32, help="concurrent sessions")
+    parser.add_argument("--sessions", type=int,
+                        help="concurrent sessions (default 32 threads, 1,000 in vector mode)")
+    parser.add_argument("--mode", choices=("threads", "vector"), default="threads",
+                        help="a thread per OrsEnv session, or one OrsVectorEnv of them all")
     parser.add_argument("--cut-every", type=int, default=20,
                         help="cut every Nth acknowledged tool-call stream")
     parser.add_argument("--delay-ms", type=float, default=2.0, help="server time per step")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
     steps = args.steps or (1_000 if args.quick else 10_000)
-    rows = run(steps=steps, sessions=args.sessions, cut_every=args.cut_every,
-               delay_ms=args.delay_ms)
+    sessions = args.sessions or (1_000 if args.mode == "vector" else 32)
+    rows = run(steps=steps, sessions=sessions, cut_every=args.cut_every,
+               delay_ms=args.delay_ms, mode=args.mode)
     print(format_table(rows))
     print("lost = steps that raised, were truncated, or saw a wrong call count (must be 0); "
           "resumed = streams cut after acknowledgement")

@@ -5,6 +5,12 @@ and at any moment, even in a server's event loop thread or while the same
 HTTP client holds its pool lock. Doing network I/O there can deadlock, so
 finalisers only enqueue their cleanup here; one daemon thread runs it, and an
 ``atexit`` hook runs whatever is left when the interpreter exits.
+
+``weakref.finalize`` runs live objects' finalisers at exit from its own
+``atexit`` hook, which may come after ours (when some finalize object was
+made before this module was imported): from then on ``schedule`` runs the
+job at once, in the exiting thread, since the daemon worker may be stopped
+at any moment.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ _lock = threading.Lock()
 _worker: threading.Thread | None = None
 _idle = threading.Event()
 _idle.set()
+_exiting = False  # the atexit drain has run: later jobs run at once
 
 
 def _run(job: Callable[[], None]) -> None:
@@ -44,8 +51,11 @@ def _work() -> None:
 
 
 def schedule(job: Callable[[], None]) -> None:
-    """Run ``job`` soon on the cleanup thread (never in the caller's thread)."""
+    """Run ``job`` soon on the cleanup thread (never in the caller's thread, except at exit)."""
     global _worker
+    if _exiting:
+        _run(job)
+        return
     with _lock:
         if _worker is None or not _worker.is_alive():
             _worker = threading.Thread(target=_work, name="ors-gym-cleanup", daemon=True)
@@ -63,6 +73,8 @@ def flush(timeout: float = 30.0) -> bool:
 @atexit.register
 def _drain() -> None:
     """At exit, finish queued cleanups in this thread (the worker may be mid-job)."""
+    global _exiting
+    _exiting = True
     while True:
         try:
             job = _queue.get_nowait()

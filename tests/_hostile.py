@@ -370,7 +370,8 @@ class FlakyProxy:
         """Listen (again) on ``self.port``; forward to ``target_url`` if given."""
         if target_url is not None:
             self.target = _host_port(target_url)
-        listener = socket.create_server(("127.0.0.1", self.port))  # SO_REUSEADDR on POSIX
+        # SO_REUSEADDR on POSIX; a deep backlog, for a thousand sessions connecting at once
+        listener = socket.create_server(("127.0.0.1", self.port), backlog=1024)
         self.port = listener.getsockname()[1]
         self._listener = listener
         threading.Thread(target=self._accept, args=(listener,), name="flaky-proxy",

@@ -29,7 +29,7 @@ from openreward.environments import (  # noqa: E402 - after the SDK's environmen
 from openreward.environments.types import Message as SDKMessage  # noqa: E402
 from pydantic import BaseModel  # noqa: E402
 
-__all__ = ["GATE", "Dialogue", "Probe", "digest"]
+__all__ = ["GATE", "Census", "Dialogue", "Probe", "digest"]
 
 #: Held closed by tests; ``Probe.wait_gate`` returns once it is set (or after 10 s).
 GATE = threading.Event()
@@ -117,3 +117,65 @@ class Dialogue(Environment):
         ok = params.text.strip().lower().startswith("bonjour")
         return ToolOutput(blocks=[TextBlock(text="ok" if ok else "no")], reward=float(ok),
                           finished=True)
+
+
+class Census(Environment):
+    """Latency's ``wait`` tool, plus a count of the sessions alive in this server process.
+
+    Each instance the server makes for a session counts until its ``teardown``
+    (the server tears a session down when it is deleted), so
+    ``list_tasks("census")`` (no session needed) answers ``[{"live": n,
+    "waiting": w}]``: the sessions a client has left open on this server, and
+    the ``wait`` calls running now, read from the server. A deleted session's
+    running ``wait`` returns at once.
+    """
+
+    live = 0
+    waiting = 0
+    _lock = threading.Lock()
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(task_spec or {}, secrets or {})
+        self.delay_s = float((task_spec or {}).get("delay_ms", 20)) / 1000
+        self.length = int((task_spec or {}).get("length", 1_000_000))
+        self.steps = 0
+        self._ended = asyncio.Event()  # set by teardown: a running wait returns at once
+        self._counted = True
+        with Census._lock:
+            Census.live += 1
+
+    async def teardown(self) -> None:
+        self._ended.set()
+        with Census._lock:
+            if self._counted:
+                self._counted = False
+                Census.live -= 1
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["train", "census"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        if split == "census":
+            return [{"live": cls.live, "waiting": cls.waiting}]
+        return [{"delay_ms": 20}]
+
+    async def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text="Call wait.")]
+
+    @tool
+    async def wait(self) -> ToolOutput:
+        """Sleep for the task's delay_ms, then answer 'waited k' (k: calls so far)."""
+        Census.waiting += 1
+        try:
+            await asyncio.wait_for(self._ended.wait(), self.delay_s)
+        except TimeoutError:
+            pass
+        finally:
+            Census.waiting -= 1
+        self.steps += 1
+        return ToolOutput(blocks=[TextBlock(text=f"waited {self.steps}")], reward=0.0,
+                          finished=self.steps >= self.length)

@@ -467,20 +467,36 @@ def test_every_session_failing_raises(srv: ServerThread, vec_factory: Any) -> No
     assert all(t.startswith("Echo test bench") for t in texts(obs))
 
 
-def test_a_dead_server_raises_a_clear_error(srv: ServerThread) -> None:
+def test_a_dead_server_among_two_truncates_only_its_sub_envs(srv: ServerThread) -> None:
     doomed = ServerThread(ENVS).start()
     env = OrsVectorEnv(4, base_url=[srv.url, doomed.url], env_name="echo",
                        backend_options={"max_retries": 1, "backoff": 0.01})
     try:
         env.reset(seed=0)
         doomed.stop()
-        with pytest.raises(OrsConnectionError, match="stopped answering") as err:
-            env.step((echo("a"),) * 4)
-        message = str(err.value)
-        assert doomed.url in message and "(1, 3)" in message and "call reset()" in message
+        _, _, _, truncated, info = env.step((echo("a"),) * 4)
+        assert list(truncated) == [False, True, False, True]
+        assert list(info["error_reason"][[1, 3]]) == ["server_unreachable"] * 2
+        assert doomed.url in info["error"][1]
     finally:
         doomed.stop()
         env.close()  # sessions on the live server are still deleted
+
+
+def test_the_only_server_dying_raises_a_clear_error() -> None:
+    doomed = ServerThread(ENVS).start()
+    env = OrsVectorEnv(2, base_url=doomed.url, env_name="echo",
+                       backend_options={"max_retries": 1, "backoff": 0.01})
+    try:
+        env.reset(seed=0)
+        doomed.stop()
+        with pytest.raises(OrsConnectionError, match="stopped answering") as err:
+            env.step((echo("a"),) * 2)
+        message = str(err.value)
+        assert doomed.url in message and "(0, 1)" in message and "call reset()" in message
+    finally:
+        doomed.stop()
+        env.close()
 
 
 def test_close_deletes_every_session(srv: ServerThread) -> None:

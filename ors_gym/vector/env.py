@@ -9,7 +9,9 @@ pool. N slow tools take as long as one, without N processes.
 Beyond ``step``, an envpool-style ``send(actions, env_ids)`` / ``recv(min_envs)``
 pair returns whichever sub-envs finished first, so one slow tool does not stall
 the batch. A failing session ends only its sub-env (truncated, with
-``info["error"]``); a server that stops answering raises. After an exception
+``info["error"]``); so does a server that stops answering while others still
+do (its sub-envs report ``server_unreachable`` until it is back, then
+autoreset onto it); only the last server stopping raises. After an exception
 from ``reset``, ``step`` or ``recv`` some sub-envs may have moved on while
 others did not: call ``reset()`` to start over.
 """
@@ -81,10 +83,19 @@ class OrsVectorEnv(VectorEnv):
       (``final_obs``/``final_info`` in the step's info) or ``DISABLED``;
     - ``on_error``: ``"truncate"`` (default) ends a sub-env whose session fails
       (server error, expired session, dropped stream) with ``truncated=True`` and
-      ``info["error"]`` while the others go on; ``"raise"`` raises. Either way a
-      whole-server failure raises: ``OrsConnectionError`` naming the server when
-      a connection failure is followed by a failed ``/health`` probe, and
-      ``OrsError`` when every sub-env fails in the same step;
+      ``info["error"]`` while the others go on; ``"raise"`` raises. ``OrsError``
+      is raised when every sub-env fails in the same step;
+    - a server that stops answering (a connection failure, then a failed
+      ``/health`` probe) while other servers still answer ends only its own
+      sub-envs: their step is truncated with ``info["error_reason"] ==
+      "server_unreachable"`` (and ``info["error"]``), and each later step of
+      theirs, an autoreset, reports the same (after one shared ``/health``
+      probe per server and batch, so a dead server costs no retries) until
+      the server answers again; the autoreset then opens a new session on it
+      (with the default ``NEXT_STEP`` autoreset; under ``SAME_STEP`` the
+      reopening raises). The other sub-envs step on meanwhile. When every
+      server is down (or the only one), the step raises ``OrsConnectionError``
+      naming them, and so does ``reset()`` while any server it needs is down;
     - ``max_connections``: bound on the pooled client's connections (None: none).
 
     Observations are batched as gymnasium batches the ``OrsEnv`` space:
@@ -138,6 +149,8 @@ class OrsVectorEnv(VectorEnv):
         self._loop = LoopThread(f"ors-vector-{id(self):x}")
         self._client: Any = None
         self._pending_deletes: set[asyncio.Task[None]] = set()
+        self._down: set[AsyncBackend] = set()  # servers whose /health probe failed
+        self._probes: dict[AsyncBackend, asyncio.Task[OrsError | None]] = {}
         self._tasks: dict[int, asyncio.Task[Outcome]] = {}  # the loop's view of what runs
         self._inflight: dict[int, concurrent.futures.Future[Outcome]] = {}
         self._done = Mailbox()  # (index, future) of each finished sub-env
@@ -385,8 +398,7 @@ class OrsVectorEnv(VectorEnv):
     async def _advance(self, i: int, turn: Turn | None) -> Outcome:
         env = self.envs[i]
         if turn is None:  # NEXT_STEP autoreset: this step opens the next episode
-            obs, info = await self._open(i, {})
-            return Outcome(i, obs, 0.0, False, False, info, env.tools)
+            return await self._autoreset(i)
         try:
             obs, reward, terminated, truncated, info = await env.run(turn)
         except OrsError as exc:
@@ -395,6 +407,8 @@ class OrsVectorEnv(VectorEnv):
         failure = turn.failure
         if isinstance(failure, OrsConnectionError):
             await self._check_server(i, failure)
+            if env.backend in self._down:
+                info["error_reason"] = "server_unreachable"
         if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
             new_obs, new_info = await self._open(i, {})
             new_info["final_obs"] = obs
@@ -430,20 +444,79 @@ class OrsVectorEnv(VectorEnv):
         raise_first([r for r in results if isinstance(r, BaseException)])
         return outcomes
 
-    async def _check_server(self, i: int, failure: OrsError) -> None:
-        """After a connection failure: raise if the sub-env's whole server is down."""
+    async def _autoreset(self, i: int) -> Outcome:
+        """Open the sub-env's next episode; while its server is down (other servers up),
+        a truncated step saying so instead, so the next step tries again."""
         server = self.envs[i].backend
+        if server in self._down and await self._probe(server) is not None:
+            return self._unreachable(i, server)
         try:
-            await server.probe()
-        except OrsError as exc:
-            hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
-            raise OrsConnectionError(
-                f"the ORS server at {server.location} stopped answering ({exc.message}); "
-                f"the sub-envs it hosts ({', '.join(map(str, hosted))}) cannot go on. Start "
-                "it again and call reset(), or leave it out of base_url. First failure, in "
-                f"sub-env {i}: {failure.message}",
-                server=server.location, env_name=self.env_name,
-            ) from failure
+            obs, info = await self._open(i, {})
+        except OrsConnectionError as exc:
+            await self._check_server(i, exc)
+            if server not in self._down:
+                raise
+            return self._unreachable(i, server, exc)
+        return Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
+
+    def _unreachable(self, i: int, server: AsyncBackend, exc: OrsError | None = None
+                     ) -> Outcome:
+        """A truncated step of sub-env ``i``: its server does not answer."""
+        error = exc or OrsConnectionError(
+            f"the ORS server at {server.location} does not answer; sub-env {i} opens a new "
+            "episode on it once it does", server=server.location, env_name=self.env_name,
+        )
+        info = {"error": str(error), "error_reason": "server_unreachable",
+                "truncation_reason": "session_lost"}
+        return Outcome(i, empty_observation(), 0.0, False, True, info, None, error)
+
+    async def _probe(self, server: AsyncBackend) -> OrsError | None:
+        """One ``/health`` probe of ``server`` shared by every sub-env asking meanwhile;
+        the error if it failed. Keeps ``_down`` up to date."""
+        task = self._probes.get(server)
+        if task is None or task.done():
+
+            async def probe() -> OrsError | None:
+                try:
+                    await server.probe()
+                except OrsError as exc:
+                    if server not in self._down and len(self._servers) > 1:
+                        logger.warning("the ORS server at %s stopped answering; its sub-envs "
+                                       "report server_unreachable until it is back",
+                                       server.location)
+                    self._down.add(server)
+                    return exc
+                self._down.discard(server)
+                return None
+
+            task = self._probes[server] = asyncio.get_running_loop().create_task(probe())
+        return await asyncio.shield(task)
+
+    async def _check_server(self, i: int, failure: OrsError) -> None:
+        """After a connection failure: note the sub-env's server down if its probe fails,
+        and raise if every server is down."""
+        server = self.envs[i].backend
+        probe_error = await self._probe(server)
+        if probe_error is None or len(self._down) < len(self._servers):
+            return
+        # Every server looks down: ask the others again, one may be back since it was noted.
+        await asyncio.gather(*(self._probe(s) for s in self._servers if s is not server))
+        if len(self._down) < len(self._servers):
+            return
+        hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
+        if len(self._servers) == 1:
+            what = (f"the ORS server at {server.location} stopped answering "
+                    f"({probe_error.message}); the sub-envs "
+                    f"it hosts ({', '.join(map(str, hosted))}) cannot go on")
+        else:
+            what = ("every ORS server stopped answering ("
+                    + ", ".join(s.location for s in self._servers) + ")")
+        raise OrsConnectionError(
+            f"{what}. Start {'it' if len(self._servers) == 1 else 'them'} again and call "
+            f"reset(), or leave it out of base_url. "
+            f"First failure, in sub-env {i}: {failure.message}",
+            server=server.location, env_name=self.env_name,
+        ) from failure
 
     def _delete_later(self, server: AsyncBackend, session_id: str) -> None:
         async def delete() -> None:
@@ -464,7 +537,7 @@ class OrsVectorEnv(VectorEnv):
 
     async def shutdown(self) -> None:
         """Cancel what runs, then let every pending deletion finish (on the loop)."""
-        await self._cancel(list(self._tasks.values()))
+        await self._cancel([*self._tasks.values(), *self._probes.values()])
         if self._pending_deletes:
             await asyncio.wait(list(self._pending_deletes))
 
