@@ -41,6 +41,10 @@ __all__ = ["AsyncOrsEnv", "make_async_backend"]
 
 logger = logging.getLogger("ors_gym")
 
+#: Deletions of a cancelled episode's session tried before giving up (each interrupted
+#: by one more cancellation).
+_DELETE_TRIES_ON_CANCEL = 5
+
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 
@@ -335,9 +339,28 @@ class AsyncOrsEnv:
             raise RuntimeError("this AsyncOrsEnv is closed; make a new one")
 
     async def _abandon(self) -> None:
-        """On cancellation: delete the session, shielded so a second cancel cannot stop it."""
-        if self.session_id is not None:
-            await asyncio.shield(self.end_session())
+        """On cancellation: delete the session before the cancellation goes on.
+
+        The delete runs in this task and starts over when a further cancellation
+        interrupts it: ``asyncio.run`` cancels every task still running once its
+        main task ends (a ``gather`` ends at its first cancelled child), and then
+        waits for them. A shielded delete in a task of its own would be cancelled
+        there too. The caller re-raises the first cancellation afterwards.
+        """
+        sid, self.session_id = self.session_id, None
+        if sid is None:
+            return
+        for _ in range(_DELETE_TRIES_ON_CANCEL):
+            try:
+                await self.backend.delete_session(sid)
+                return
+            except asyncio.CancelledError:
+                continue
+            except OrsError as exc:
+                logger.debug("could not delete session %s: %s", sid, exc)
+                return
+        logger.warning("session %s was left open: its deletion was cancelled %d times",
+                       sid, _DELETE_TRIES_ON_CANCEL)
 
 
 def class_env_name(env_class: Any) -> str:

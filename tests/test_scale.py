@@ -103,19 +103,10 @@ else:
 '''
 
 
-#: The async case leaks sessions: after asyncio.run's SIGINT cancel, anyio (under httpcore)
-#: cancels the episode task again (CancelScope._deliver_cancellation), which interrupts
-#: AsyncOrsEnv._abandon's shielded delete, and the delete tasks themselves end cancelled.
-#: (Not strict: how many leak depends on timing; most did at 40 sessions, none once at 250.)
-_ASYNC_LEAKS = pytest.mark.xfail(
-    strict=False, reason="AsyncOrsEnv._abandon does not survive anyio's repeated cancellation"
-)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "mode",
-    ["step", "recv", "step+tmp", "recv+close", pytest.param("async", marks=_ASYNC_LEAKS)],
+    ["step", "recv", "step+tmp", "recv+close", "async"],
 )
 def test_ctrl_c_mid_batch_deletes_every_session(
     servers: list[ServerProcess], mode: str
