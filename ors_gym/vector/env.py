@@ -50,6 +50,7 @@ from ors_gym.vector._args import (
     server_urls,
     split_actions,
 )
+from ors_gym.vector._health import ServerHealth
 from ors_gym.vector._loop import LoopThread, Mailbox
 from ors_gym.vector._results import (
     Outcome,
@@ -149,8 +150,6 @@ class OrsVectorEnv(VectorEnv):
         self._loop = LoopThread(f"ors-vector-{id(self):x}")
         self._client: Any = None
         self._pending_deletes: set[asyncio.Task[None]] = set()
-        self._down: set[AsyncBackend] = set()  # servers whose /health probe failed
-        self._probes: dict[AsyncBackend, asyncio.Task[OrsError | None]] = {}
         self._tasks: dict[int, asyncio.Task[Outcome]] = {}  # the loop's view of what runs
         self._inflight: dict[int, concurrent.futures.Future[Outcome]] = {}
         self._done = Mailbox()  # (index, future) of each finished sub-env
@@ -164,6 +163,7 @@ class OrsVectorEnv(VectorEnv):
                 from ors_gym.backends.local import AsyncLocalBackend
 
                 self._servers = [AsyncLocalBackend(env_class)]
+            self._health = ServerHealth(self._servers)
             catalog = Catalog(self._servers[0], env_name, settings.split)
             self.envs = [
                 AsyncOrsEnv(backend=self._servers[i % len(self._servers)], catalog=catalog,
@@ -407,7 +407,7 @@ class OrsVectorEnv(VectorEnv):
         failure = turn.failure
         if isinstance(failure, OrsConnectionError):
             await self._check_server(i, failure)
-            if env.backend in self._down:
+            if env.backend in self._health.down:
                 info["error_reason"] = "server_unreachable"
         if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
             new_obs, new_info = await self._open(i, {})
@@ -448,75 +448,24 @@ class OrsVectorEnv(VectorEnv):
         """Open the sub-env's next episode; while its server is down (other servers up),
         a truncated step saying so instead, so the next step tries again."""
         server = self.envs[i].backend
-        if server in self._down and await self._probe(server) is not None:
-            return self._unreachable(i, server)
+        health = self._health
+        if server in health.down and await health.probe(server) is not None:
+            return health.unreachable(i, server, self.env_name)
         try:
             obs, info = await self._open(i, {})
         except OrsConnectionError as exc:
             await self._check_server(i, exc)
-            if server not in self._down:
+            if server not in health.down:
                 raise
-            return self._unreachable(i, server, exc)
+            return health.unreachable(i, server, self.env_name, exc)
         return Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
-
-    def _unreachable(self, i: int, server: AsyncBackend, exc: OrsError | None = None
-                     ) -> Outcome:
-        """A truncated step of sub-env ``i``: its server does not answer."""
-        error = exc or OrsConnectionError(
-            f"the ORS server at {server.location} does not answer; sub-env {i} opens a new "
-            "episode on it once it does", server=server.location, env_name=self.env_name,
-        )
-        info = {"error": str(error), "error_reason": "server_unreachable",
-                "truncation_reason": "session_lost"}
-        return Outcome(i, empty_observation(), 0.0, False, True, info, None, error)
-
-    async def _probe(self, server: AsyncBackend) -> OrsError | None:
-        """One ``/health`` probe of ``server`` shared by every sub-env asking meanwhile;
-        the error if it failed. Keeps ``_down`` up to date."""
-        task = self._probes.get(server)
-        if task is None or task.done():
-
-            async def probe() -> OrsError | None:
-                try:
-                    await server.probe()
-                except OrsError as exc:
-                    if server not in self._down and len(self._servers) > 1:
-                        logger.warning("the ORS server at %s stopped answering; its sub-envs "
-                                       "report server_unreachable until it is back",
-                                       server.location)
-                    self._down.add(server)
-                    return exc
-                self._down.discard(server)
-                return None
-
-            task = self._probes[server] = asyncio.get_running_loop().create_task(probe())
-        return await asyncio.shield(task)
 
     async def _check_server(self, i: int, failure: OrsError) -> None:
         """After a connection failure: note the sub-env's server down if its probe fails,
         and raise if every server is down."""
         server = self.envs[i].backend
-        probe_error = await self._probe(server)
-        if probe_error is None or len(self._down) < len(self._servers):
-            return
-        # Every server looks down: ask the others again, one may be back since it was noted.
-        await asyncio.gather(*(self._probe(s) for s in self._servers if s is not server))
-        if len(self._down) < len(self._servers):
-            return
         hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
-        if len(self._servers) == 1:
-            what = (f"the ORS server at {server.location} stopped answering "
-                    f"({probe_error.message}); the sub-envs "
-                    f"it hosts ({', '.join(map(str, hosted))}) cannot go on")
-        else:
-            what = ("every ORS server stopped answering ("
-                    + ", ".join(s.location for s in self._servers) + ")")
-        raise OrsConnectionError(
-            f"{what}. Start {'it' if len(self._servers) == 1 else 'them'} again and call "
-            f"reset(), or leave it out of base_url. "
-            f"First failure, in sub-env {i}: {failure.message}",
-            server=server.location, env_name=self.env_name,
-        ) from failure
+        await self._health.check(server, i, failure, hosted, self.env_name)
 
     def _delete_later(self, server: AsyncBackend, session_id: str) -> None:
         async def delete() -> None:
@@ -537,7 +486,7 @@ class OrsVectorEnv(VectorEnv):
 
     async def shutdown(self) -> None:
         """Cancel what runs, then let every pending deletion finish (on the loop)."""
-        await self._cancel([*self._tasks.values(), *self._probes.values()])
+        await self._cancel([*self._tasks.values(), *self._health.tasks()])
         if self._pending_deletes:
             await asyncio.wait(list(self._pending_deletes))
 
