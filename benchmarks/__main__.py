@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
-NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak")
+NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -40,6 +40,8 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "scaling": {"quick": {"rounds": 3}, "default": {}, "full": {}},
         "soak": {"quick": {"steps": 500, "sessions": 8}, "default": {"steps": 2_000},
                  "full": {}},
+        "scale": {"quick": {"n": 200, "delay_ms": 1000.0, "rounds": 2},
+                  "default": {"rounds": 3}, "full": {}},
     }
     return table[name][mode]
 
@@ -100,6 +102,18 @@ def _summary_soak(rows: Rows) -> Rows:
             for r in rows]
 
 
+def _summary_scale(rows: Rows) -> Rows:
+    out = []
+    for r in rows:
+        name = f"{r['case']} x{r['sessions']} sessions"
+        for pct in ("p50", "p99"):
+            out.append(row("scale", f"{name} {pct} step", r[f"{pct}_ms"], r["delay_ms"],
+                           r[f"{pct}_x_delay"], "ms", "the tool's own latency"))
+        out.append(row("scale", f"{name} memory", r["kb_per_session"], 100.0,
+                       round(r["kb_per_session"] / 100.0, 3), "KB/session", "target 100 KB"))
+    return out
+
+
 def _same(rows: Rows) -> Rows:
     return rows
 
@@ -112,6 +126,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "decode": ("benchmarks.bench_decode", _summary_decode),
     "scaling": ("benchmarks.bench_scaling", _same),
     "soak": ("benchmarks.bench_soak", _summary_soak),
+    "scale": ("benchmarks.bench_scale", _summary_scale),
 }
 
 
