@@ -43,6 +43,14 @@ def served(specs: Sequence[str], extra_path: Sequence[str] = ()) -> Iterator[str
 
     A separate process so the server does not share the client's GIL.
     """
+    with served_process(specs, extra_path) as (_, url):
+        yield url
+
+
+@contextmanager
+def served_process(specs: Sequence[str], extra_path: Sequence[str] = ()
+                   ) -> Iterator[tuple[int, str]]:
+    """As ``served``, yielding the server's pid too (to read its CPU time)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "ors_gym", "serve", *specs, "--port", "0", "--host", "127.0.0.1"],
         stdout=subprocess.PIPE, text=True, env=child_env(extra_path), cwd=ROOT,
@@ -52,7 +60,7 @@ def served(specs: Sequence[str], extra_path: Sequence[str] = ()) -> Iterator[str
         line = proc.stdout.readline()  # "ors-gym: serving NAMES at http://HOST:PORT"
         if " at http" not in line:
             raise RuntimeError(f"the ORS server did not start (exit {proc.poll()}): {line!r}")
-        yield line.strip().rsplit(" ", 1)[1]
+        yield proc.pid, line.strip().rsplit(" ", 1)[1]
     finally:
         proc.terminate()
         try:

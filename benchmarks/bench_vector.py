@@ -79,19 +79,19 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Collection, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 if __package__ in (None, ""):  # run as a file: make `benchmarks` importable from the repo
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks._common import served_process
 from benchmarks._vector_child import ASYNC, FLOOR, FLOOR_PIPE, IN_PROCESS, ORS, PIPE, SYNC
 from benchmarks._vector_child import main as child_main
-from benchmarks._vector_procs import ROOT, Case, child_env, ref_tree, short_ref
+from benchmarks._vector_procs import ROOT, Case, ref_tree, short_ref
 
 __all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "IN_PROCESS", "ORS", "PIPE", "SYNC",
            "baseline_case", "format_table", "plot", "run"]
@@ -115,28 +115,6 @@ def baseline_case(ref: str) -> str:
 
 
 # -- the server and the runs ------------------------------------------------------------------
-
-
-@contextmanager
-def _server() -> Iterator[tuple[int, str]]:
-    """``ors_gym serve latency`` from this tree in its own process; yields its pid and URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ors_gym", "serve", "latency", "--port", "0"],
-        stdout=subprocess.PIPE, text=True, env=child_env(ROOT), cwd=ROOT,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()  # "ors-gym: serving latency at http://127.0.0.1:PORT"
-        if " at http" not in line:
-            raise RuntimeError(f"the ORS server did not start (exit {proc.poll()}): {line!r}")
-        yield proc.pid, line.strip().rsplit(" ", 1)[1]
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 #: A case's label -> the tree its child imports ``ors_gym`` from and the case it steps.
@@ -269,7 +247,7 @@ def run(
         if in_process:
             url, server_pid = IN_PROCESS, 0
         else:
-            server_pid, url = stack.enter_context(_server())
+            server_pid, url = stack.enter_context(served_process(["latency"]))
         rows: list[dict[str, Any]] = []
         for n in ns:
             rows += _measure_n(n, url, server_pid, delay_ms, seconds, rounds, cases, sources,

@@ -73,17 +73,22 @@ class CoreResponse:
         self.headers = _header_map(response.headers)
         self._stream: Any = response.stream
 
-    async def aiter_raw(self) -> AsyncIterator[bytes]:
+    def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive, content encoding not undone."""
-        try:
-            async for part in self._stream:
-                yield part
-        except Exception as exc:
-            _reraise(exc)
+        return _body(self._stream)
 
     async def aclose(self) -> None:
         """Give the connection back (or close it, if the body was not read to its end)."""
         await self._stream.aclose()
+
+
+async def _body(stream: AsyncIterable[bytes]) -> AsyncIterator[bytes]:
+    """httpcore's body stream, its failures raised as httpx's exceptions."""
+    try:
+        async for part in stream:
+            yield part
+    except Exception as exc:
+        _reraise(exc)
 
 
 def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
@@ -103,12 +108,8 @@ class _ResponseStream(httpx.AsyncByteStream):
     def __init__(self, stream: AsyncIterable[bytes]) -> None:
         self._stream = stream
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for part in self._stream:
-                yield part
-        except Exception as exc:
-            _reraise(exc)
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _body(self._stream)
 
     async def aclose(self) -> None:
         close = getattr(self._stream, "aclose", None)
