@@ -9,8 +9,8 @@ finalisers only enqueue their cleanup here; one daemon thread runs it, and an
 ``weakref.finalize`` runs live objects' finalisers at exit from its own
 ``atexit`` hook, which may come after ours (when some finalize object was
 made before this module was imported): from then on ``schedule`` runs the
-job at once, in the exiting thread, since the daemon worker may be stopped
-at any moment.
+job at once when called in the exiting (main) thread, since the daemon
+worker may be stopped at any moment.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _work() -> None:
 def schedule(job: Callable[[], None]) -> None:
     """Run ``job`` soon on the cleanup thread (never in the caller's thread, except at exit)."""
     global _worker
-    if _exiting:
+    if _exiting and threading.current_thread() is threading.main_thread():
         _run(job)
         return
     with _lock:

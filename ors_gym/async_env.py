@@ -44,6 +44,8 @@ logger = logging.getLogger("ors_gym")
 #: Deletions of a cancelled episode's session tried before giving up (each interrupted
 #: by one more cancellation).
 _DELETE_TRIES_ON_CANCEL = 5
+#: Seconds one such deletion may take (a server that does not answer must not hold up exit).
+_DELETE_ON_CANCEL_S = 10.0
 
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
@@ -352,10 +354,15 @@ class AsyncOrsEnv:
             return
         for _ in range(_DELETE_TRIES_ON_CANCEL):
             try:
-                await self.backend.delete_session(sid)
+                async with asyncio.timeout(_DELETE_ON_CANCEL_S):
+                    await self.backend.delete_session(sid)
                 return
             except asyncio.CancelledError:
                 continue
+            except TimeoutError:
+                logger.warning("session %s was left open: its server did not answer its "
+                               "deletion within %s s", sid, _DELETE_ON_CANCEL_S)
+                return
             except OrsError as exc:
                 logger.debug("could not delete session %s: %s", sid, exc)
                 return

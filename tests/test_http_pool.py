@@ -43,6 +43,7 @@ class _Server:
         self.handler = handler
         self.ssl_context = ssl_context
         self.accepted = 0
+        self.closed = asyncio.Event()  # set once the server closed a connection itself
         self.requests: list[tuple[bytes, dict[bytes, bytes], bytes]] = []
         self._writers: list[asyncio.StreamWriter] = []
 
@@ -75,9 +76,17 @@ class _Server:
                 await writer.drain()
                 if not keep:
                     writer.close()
+                    await writer.wait_closed()
+                    self.closed.set()
                     return
         except (asyncio.IncompleteReadError, ConnectionError):
             writer.close()
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Let the loop run until ``condition()`` holds (bounded by ``_run``'s timeout)."""
+    while not condition():
+        await asyncio.sleep(0)
 
 
 def _run(coro: Awaitable[Any]) -> Any:
@@ -146,7 +155,7 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
         async with _Server(close_after) as server:
             transport = ShardedTransport()
             await _get(transport, server.url + "/last")
-            await asyncio.sleep(0)  # the close is on its way; the next request must not care
+            await server.closed.wait()  # the server closed it; the next request must not care
             for _ in range(3):
                 _, body = await _get(transport, server.url + "/again")
                 assert body == b"ok /again"
@@ -204,7 +213,8 @@ def test_a_long_body_arrives_whole_through_flow_control() -> None:
         async with _Server(large) as server:
             transport = ShardedTransport()
             response = await transport.send("GET", server.url + "/", {}, None, TIMEOUTS)
-            await asyncio.sleep(0.2)  # let the server fill the buffer before reading
+            stream = response._stream._conn.stream
+            await _until(lambda: stream._paused_reading)  # the buffer filled: reading paused
             try:
                 body = b"".join([part async for part in response.aiter_raw()])
             finally:
@@ -219,22 +229,27 @@ def test_a_long_body_arrives_whole_through_flow_control() -> None:
 
 
 def test_max_connections_waits_then_times_out_and_cancelling_frees_the_slot() -> None:
+    async def never_4(target: bytes, writer: asyncio.StreamWriter) -> bool:
+        if target == b"/4":
+            await asyncio.Event().wait()  # no answer: the client cancels first
+        return await _ok(target, writer)
+
     async def main() -> None:
-        async with _Server() as server:
+        async with _Server(never_4) as server:
             pool = ShardedTransport(max_connections=1)
             first = await pool.send("GET", server.url + "/1", {}, None, TIMEOUTS)
             # The only connection is busy: a second request waits, then gives up.
             with pytest.raises(httpx.PoolTimeout):
                 await pool.send("GET", server.url + "/2", {}, None, {**TIMEOUTS, "pool": 0.1})
             waiting = asyncio.ensure_future(_get(pool, server.url + "/3"))
-            await asyncio.sleep(0.05)
+            await _until(lambda: bool(pool._pools[0]._waiters))
             assert not waiting.done()
             await first.aclose()  # unread: closed, and its slot goes to the waiting request
             _, body = await asyncio.wait_for(waiting, 5)
             assert body == b"ok /3"
             # A request cancelled while it waits for its answer gives its slot back too.
             stuck = asyncio.ensure_future(pool.send("GET", server.url + "/4", {}, None, TIMEOUTS))
-            await asyncio.sleep(0)
+            await _until(lambda: any(r[0].startswith(b"GET /4 ") for r in server.requests))
             stuck.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await stuck
@@ -243,6 +258,27 @@ def test_max_connections_waits_then_times_out_and_cancelling_frees_the_slot() ->
             await pool.aclose()
 
     _run(main())
+
+
+def test_under_max_connections_a_returned_connection_serves_the_next_request() -> None:
+    async def main() -> None:
+        async with _Server() as server:
+            pool = ShardedTransport(max_connections=2)
+            for _ in range(3):
+                bodies = await asyncio.gather(*(_get(pool, f"{server.url}/{i}")
+                                                for i in range(8)))
+                assert [b for _, b in bodies] == [b"ok /%d" % i for i in range(8)]
+            await pool.aclose()
+        assert server.accepted == 2  # 24 requests, never more than the 2 connections
+
+    _run(main())
+
+
+@pytest.mark.parametrize(("shards", "limit"), [(8, 3), (3, 10), (1, 4)])
+def test_max_connections_bounds_all_shards_together(shards: int, limit: int) -> None:
+    transport = ShardedTransport(shards, max_connections=limit)
+    bounds = [pool._max for pool in transport._pools]
+    assert sum(bounds) == limit and all(b is not None and b >= 1 for b in bounds)
 
 
 def test_the_httpx_client_api_goes_through_the_same_pools() -> None:

@@ -77,9 +77,7 @@ class Http11Pool:
                 f"Request URL has an unsupported protocol '{url.scheme.decode()}://'."
             )
         key = (url.scheme, url.host, url.port)
-        conn = self._take_idle(key)
-        if conn is None:
-            conn = await self._connect(request, key)
+        conn = self._take_idle(key) or await self._acquire(request, key)
         try:
             response = await conn.http.handle_async_request(request)
         except BaseException:
@@ -102,9 +100,26 @@ class Http11Pool:
             self._drop(conn)
         return None
 
+    async def _acquire(self, request: httpcore.Request, key: _Key) -> _Conn:
+        """A connection for ``request``: an idle one to its origin, else a new one once
+        fewer than ``max_connections`` are open (closing an idle one to another origin,
+        or waiting up to the ``pool`` timeout for a connection to come back)."""
+        timeout = request.extensions.get("timeout", {}).get("pool")
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + timeout
+        while True:
+            conn = self._take_idle(key)
+            if conn is not None:
+                return conn
+            if self._max is None or self._open < self._max:
+                return await self._connect(request, key)
+            if self._idle_count and self._close_any_idle():
+                continue
+            await self._wait(deadline, timeout)
+
     async def _connect(self, request: httpcore.Request, key: _Key) -> _Conn:
+        """A new connection to ``key``'s origin, counted open from the start."""
         timeouts = request.extensions.get("timeout", {})
-        await self._slot(timeouts.get("pool"))
+        self._open += 1
         try:
             url = request.url
             scheme, host, port = key
@@ -125,29 +140,25 @@ class Http11Pool:
         lean_state_lock(http)
         return _Conn(key, self._epoch, stream, http)
 
-    async def _slot(self, timeout: float | None) -> None:
-        """Count one more open connection, first closing an idle one or waiting when
-        ``max_connections`` are open."""
-        while self._max is not None and self._open >= self._max:
-            if self._idle_count and self._close_any_idle():
-                continue
-            waiter = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
-            try:
-                async with asyncio.timeout(timeout):
-                    await waiter
-            except BaseException as exc:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-                else:  # woken as it gave up: the free slot goes to the next in line
-                    self._wake()
-                if isinstance(exc, TimeoutError):
-                    raise httpcore.PoolTimeout(
-                        f"no connection became free within {timeout} s "
-                        f"(max_connections={self._max})"
-                    ) from None
-                raise
-        self._open += 1
+    async def _wait(self, deadline: float | None, timeout: float | None) -> None:
+        """Wait until a connection comes back or closes (``_wake``), or raise
+        ``httpcore.PoolTimeout`` at ``deadline``."""
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except BaseException as exc:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            else:  # woken as it gave up: the free connection goes to the next in line
+                self._wake()
+            if isinstance(exc, TimeoutError):
+                raise httpcore.PoolTimeout(
+                    f"no connection became free within {timeout} s "
+                    f"(max_connections={self._max})"
+                ) from None
+            raise
 
     def _close_any_idle(self) -> bool:
         for idle in self._idle.values():

@@ -137,23 +137,24 @@ class ShardedTransport(httpx.AsyncBaseTransport):
     ) -> None:
         if shards < 1:
             raise ValueError(f"shards must be >= 1, got {shards}")
-        per_shard = None if max_connections is None else max(1, -(-max_connections // shards))
-        # Each pool may keep all its connections: httpcore closes idle connections once
-        # the pool holds more than max_keepalive_connections in total, idle or not.
-        limits = httpx.Limits(
-            max_connections=per_shard, max_keepalive_connections=max_keepalive_connections
-        )
+        if max_connections is not None:
+            # max_connections bounds all shards together: split it, no shard without one.
+            shards = max(1, min(shards, max_connections))
+        expiry = httpx.Limits().keepalive_expiry  # httpx's default, 5 s
         ssl_context = httpx.create_ssl_context()  # ~40 ms to make: one for all pools
         network = AsyncioBackend()
         self._pools = [
             Http11Pool(
                 ssl_context=ssl_context,
-                max_connections=limits.max_connections,
-                max_keepalive_connections=limits.max_keepalive_connections,
-                keepalive_expiry=limits.keepalive_expiry,
+                max_connections=None if max_connections is None else (
+                    max_connections // shards + (i < max_connections % shards)
+                ),
+                # Each pool keeps up to this many idle connections (None: every one).
+                max_keepalive_connections=max_keepalive_connections,
+                keepalive_expiry=expiry,
                 network=network,
             )
-            for _ in range(shards)
+            for i in range(shards)
         ]
         self._load = [0] * shards
         self._shard_of: dict[str, int] = {}
@@ -290,10 +291,8 @@ def pooled_client(
 ) -> PooledClient:
     """An ``AsyncClient`` for many concurrent sessions.
 
-    httpx keeps at most 20 idle connections by default and closes the rest:
-    with more sessions in flight every batch would reopen connections, so pass
-    at least the number of concurrent requests as ``max_keepalive_connections``.
-    ``shards`` splits the pool (see ``ShardedTransport``); one shard per one or
-    two concurrent sessions keeps the pool's bookkeeping small.
+    ``max_connections`` bounds the open connections of all shards together
+    (None: no bound); each shard keeps at most ``max_keepalive_connections``
+    idle ones (None: all). ``shards`` splits the pool (see ``ShardedTransport``).
     """
     return PooledClient(max_connections, max_keepalive_connections, shards=shards)
