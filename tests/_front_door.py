@@ -87,9 +87,15 @@ class FrontDoor:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         method, path = scope["method"], scope["path"]
         body = await _read_body(receive)
-        status = await self._handle(scope, method, path, headers, body, send)
-        with self._lock:
-            self.seen.append(Seen(method, path, headers, status))
+
+        async def send_recorded(message: dict[str, Any]) -> None:
+            # Recorded before the answer leaves: a client that has its answer finds it here.
+            if message["type"] == "http.response.start":
+                with self._lock:
+                    self.seen.append(Seen(method, path, headers, message["status"]))
+            await send(message)
+
+        await self._handle(scope, method, path, headers, body, send_recorded)
 
     async def _lifespan(self, receive: Any, send: Any) -> None:
         while True:
