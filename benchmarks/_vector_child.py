@@ -31,6 +31,8 @@ FLOOR_PIPE = "httpx floor pipelined"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 LENGTH = 10_000_000  # calls per episode: no episode ends during a run
 LATENCY = "ors_gym.envs.latency:Latency"
+#: Sessions per ``httpx.AsyncHTTPTransport`` of the floors (see ``_Floor``).
+FLOOR_SESSIONS_PER_POOL = 2
 #: The ``url`` of the in-process variant: every env hosts Latency itself (LocalBackend).
 IN_PROCESS = "in-process"
 
@@ -94,8 +96,9 @@ class _Floor:
     """httpx's async floor: the exact ``/call`` request of one env-step, for N sessions.
 
     The pool is httpx's own, as httpx ships it: ``httpx.AsyncHTTPTransport``
-    shards, as many as ``OrsVectorEnv`` makes, each session pinned to one (two
-    per shard). Sessions are opened and deleted with ``AsyncHttpBackend``
+    shards, each session pinned to one (two per shard: httpcore's pool examines
+    every connection it holds on each request, so small pools are its cheapest
+    use, which keeps this a floor). Sessions are opened and deleted with ``AsyncHttpBackend``
     (outside the timed part). The request is the one the backend sends for a
     ``wait()`` call, recorded at setup; each send builds an ``httpx.Request``,
     hands it to the session's transport and reads the body to its end,
@@ -115,7 +118,7 @@ class _Floor:
 
         from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
-        self.client = pooled_client(None, self.n + 4, shards=1)
+        self.client = pooled_client(None, self.n + 4)
         self.backend = AsyncHttpBackend(url, client=self.client, keepalive_interval=None)
         spec = {"delay_ms": delay_ms, "length": LENGTH}
         self.sids: list[str] = list(await asyncio.gather(*(
@@ -134,30 +137,31 @@ class _Floor:
         await self._run(0.0)  # warm up: every session's connection opened
 
     async def _recorded(self, sid: str) -> tuple[str, str, dict[str, str], bytes, dict[str, Any]]:
-        """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at its pool."""
-        pool = self.client.pool
-        seen: list[tuple[Any, ...]] = []
-        send = pool.send
+        """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at its transport."""
+        transport = self.client.transport
+        seen: list[Any] = []
+        handle = transport.handle_async_request
 
-        async def spy(method: str, url: str, headers: Any, content: bytes | None,
-                      timeout: Any) -> Any:
-            seen.append((method, url, dict(headers), content or b"", dict(timeout)))
-            return await send(method, url, headers, content, timeout)
+        async def spy(request: Any) -> Any:
+            seen.append(request)
+            return await handle(request)
 
-        pool.send = spy  # type: ignore[method-assign]
+        transport.handle_async_request = spy  # type: ignore[method-assign]
         try:
             await self.backend.call("latency", sid, "wait", {})
         finally:
-            del pool.send
-        calls = [r for r in seen if r[1].endswith("/call")]
+            del transport.handle_async_request
+        calls = [r for r in seen if r.url.path.endswith("/call")]
         if len(calls) != 1:
             raise RuntimeError(
-                f"the floor expected one /call request through client.pool.send, saw "
-                f"{[r[1] for r in seen]}; update _Floor to how the backend sends now"
+                f"the floor expected one /call request through the client's transport, saw "
+                f"{[str(r.url) for r in seen]}; update _Floor to how the backend sends now"
             )
-        method, url, headers, content, timeout = calls[0]
-        headers = {k: v for k, v in headers.items() if k.lower() != "x-session-id"}
-        return method, url, headers, content, {"timeout": timeout}
+        request = calls[0]
+        headers = {k: v for k, v in request.headers.items()
+                   if k.lower() not in ("x-session-id", "host", "content-length")}
+        return (request.method, str(request.url), headers, request.content,
+                {"timeout": dict(request.extensions["timeout"])})
 
     async def _call(self, session: tuple[dict[str, str], Any]) -> None:
         """One ``/call``: sent to the session's transport, its body read to the end, checked."""
@@ -209,11 +213,8 @@ class _Floor:
 
 
 def _shards(n: int) -> int:
-    """How many pools ``OrsVectorEnv`` splits its client into for ``n`` sub-envs."""
-    from ors_gym.vector import env as vector_env
-
-    per_shard = getattr(vector_env, "_SESSIONS_PER_SHARD", 2)
-    return -(-n // per_shard)
+    """How many ``httpx.AsyncHTTPTransport`` the floor splits ``n`` sessions over."""
+    return -(-n // FLOOR_SESSIONS_PER_POOL)
 
 
 def child(case: str, n: int, url: str, delay_ms: float) -> None:

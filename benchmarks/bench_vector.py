@@ -18,8 +18,8 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
 - ``httpx floor``: no env at all; N sessions opened beforehand, and the exact
   ``/call`` request one env-step sends (recorded from ``AsyncHttpBackend``)
   sent for all N together and awaited together, again and again, through
-  httpx's own pool as httpx ships it (``httpx.AsyncHTTPTransport``, as many
-  shards as ``OrsVectorEnv`` makes, two sessions each), each SSE body read to
+  httpx's own pool as httpx ships it (``httpx.AsyncHTTPTransport``, one per
+  two sessions, its cheapest use), each SSE body read to
   the end undecoded: the least client CPU stock httpx needs per step of
   ``step()``. (``OrsVectorEnv`` itself sends through ``ors_gym``'s leaner pool
   over httpcore's HTTP/1.1 connections, so it can go below this floor.)
@@ -58,9 +58,9 @@ case steps at a time). Columns and JSON keys:
   processes sharing them, fair to forked workers; the maximum is reported),
   and PSS over AsyncVectorEnv's.
 
-Targets (issue 15), for OrsVectorEnv at N = 32 and 128: fraction >= 0.85, and
-client CPU <= 0.8 ms per env-step (or, if the floor is above 0.8 ms, <= 1.1x
-the matching floor); from issue 6, at N = 32: < 1/4 of AsyncVectorEnv's memory.
+Targets for OrsVectorEnv at N = 32 and 128: fraction >= 0.85, and client CPU
+<= 0.8 ms per env-step (or, if the floor is above 0.8 ms, <= 1.1x the
+matching floor); at N = 32: < 1/4 of AsyncVectorEnv's memory.
 
 ``--in-process`` runs the same cases without a server (no floors then), every
 env hosting ``Latency`` itself (``env_class``), which shows the vector env
@@ -103,7 +103,7 @@ DEFAULT_NS = (1, 8, 32, 128)
 RESULTS = Path(__file__).resolve().parent / "results"
 #: This tree's OrsVectorEnv cases: the rows compared with the baseline and the floor.
 _OURS = (ORS, PIPE)
-#: Client CPU per env-step the issue asks for, and the slack over httpx's floor above it.
+#: The client CPU per env-step aimed for, and the slack over httpx's floor above it.
 CPU_TARGET_MS = 0.8
 FLOOR_SLACK = 1.1
 FRACTION_TARGET = 0.85
@@ -300,7 +300,7 @@ def format_table(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _targets(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Issue 15's targets at N = 32 and 128, issue 6's memory target at N = 32."""
+    """The speed targets at N = 32 and 128, the memory target at N = 32."""
     by = {(r["case"], r["num_envs"]): r for r in rows}
     lines = []
     for n in (32, 128):
@@ -322,7 +322,7 @@ def _targets(rows: Sequence[dict[str, Any]]) -> list[str]:
             lines.append(_verdict(f"client CPU ms/step <= {limit:.3f}{why}", cpu, cpu <= limit))
     r = by.get((ORS, 32))
     if r is not None and "pss_vs_async" in r:
-        lines.append("target at N=32 (OrsVectorEnv, issue 6):")
+        lines.append("target at N=32 (OrsVectorEnv, memory):")
         lines.append(_verdict("< 1/4 of AsyncVectorEnv's memory (PSS)", r["pss_vs_async"],
                               r["pss_vs_async"] < 0.25))
     return lines

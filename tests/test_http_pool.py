@@ -1,16 +1,18 @@
 """The async HTTP stack under ``AsyncHttpBackend``: the asyncio network backend, the
-lean HTTP/1.1 pool and the sharded transport, against real sockets on 127.0.0.1.
+lean HTTP/1.1 pool and ``PooledTransport``, mounted in a plain ``httpx.AsyncClient``,
+against real sockets on 127.0.0.1.
 
 A small asyncio HTTP/1.1 server (``_Server``) answers with what each test
-needs (keep-alive, a server-side close, silence, a long body, TLS) and counts
-the connections it accepted, so reuse and closing are observed from the
-server's side.
+needs (keep-alive, a server-side close, silence, a long body, a redirect, TLS)
+and counts the connections it accepted, so reuse and closing are observed
+from the server's side.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import socket
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -20,8 +22,16 @@ import httpcore
 import httpx
 import pytest
 
+from ors_gym.backends.http._aio import poll_readable, select_readable
 from ors_gym.backends.http._http11 import Http11Pool
-from ors_gym.backends.http._pool import CoreResponse, ShardedTransport, pooled_client
+from ors_gym.backends.http._pool import (
+    ClientTransport,
+    PooledClient,
+    PooledTransport,
+    ShardedTransport,
+    client_transport,
+    pooled_client,
+)
 
 TIMEOUTS = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
 _Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
@@ -93,55 +103,31 @@ def _run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 30))  # type: ignore[arg-type]
 
 
-async def _get(transport: ShardedTransport, url: str, sid: str | None = None,
-               timeouts: dict[str, float | None] = TIMEOUTS) -> tuple[CoreResponse, bytes]:
-    headers = {"Accept": "*/*"} if sid is None else {"X-Session-ID": sid}
-    response = await transport.send("GET", url, headers, None, timeouts)
-    try:
-        body = b"".join([part async for part in response.aiter_raw()])
-    finally:
-        await response.aclose()
-    return response, body
+def _client(transport: httpx.AsyncBaseTransport, **kwargs: Any) -> httpx.AsyncClient:
+    """A plain httpx client mounting ``transport``."""
+    return httpx.AsyncClient(transport=transport, **kwargs)
 
 
-def test_connections_are_reused_and_requests_are_what_httpx_sends() -> None:
+def test_a_plain_client_reuses_one_connection_and_sends_what_httpx_sends() -> None:
     async def main() -> None:
         async with _Server() as server:
-            transport = ShardedTransport(2)
-            for i in range(5):
-                response, body = await _get(transport, f"{server.url}/p?i={i}", sid="s1")
-                assert (response.status_code, body) == (200, b"ok /p?i=%d" % i)
-            # One header of each name, repeated ones joined as httpx.Headers.get joins them.
-            assert response.headers["content-type"] == "text/plain"
-            assert response.headers["x-twice"] == "a, b"
-            post = await transport.send("POST", server.url + "/delete", {"X-Session-ID": "s1"},
-                                        b'{"a":1}', TIMEOUTS)
-            await post.aclose()
-            await transport.aclose()
+            transport = PooledTransport()
+            async with _client(transport) as client:
+                for i in range(5):
+                    response = await client.get(f"{server.url}/p?i={i}")
+                    assert (response.status_code, response.content) == (200, b"ok /p?i=%d" % i)
+                assert response.headers["content-type"] == "text/plain"
+                assert response.headers.get_list("x-twice") == ["a", "b"]
+                post = await client.post(server.url + "/delete", content=b'{"a":1}')
+                assert post.status_code == 200
+            assert transport.open_connections == 0  # the client's close closed the transport
         assert server.accepted == 1  # five GETs and a POST over one connection
         line, headers, body = server.requests[-1]
         assert line == b"POST /delete HTTP/1.1" and body == b'{"a":1}'
         assert headers[b"host"] == server.url.split("//")[1].encode()
         assert headers[b"content-length"] == b"7"
-        line, headers, _ = server.requests[0]
+        _, headers, _ = server.requests[0]
         assert b"content-length" not in headers  # a GET without a body says nothing of it
-
-    _run(main())
-
-
-def test_sessions_stay_on_their_shard_until_deleted() -> None:
-    async def main() -> None:
-        async with _Server() as server:
-            transport = ShardedTransport(3)
-            for sid in ("a", "b", "c", "a", "b", "c"):
-                await _get(transport, server.url + "/x", sid=sid)
-            assert transport._load == [1, 1, 1]
-            response = await transport.send("POST", server.url + "/delete",
-                                            {"X-Session-ID": "b"}, None, TIMEOUTS)
-            await response.aclose()
-            assert transport._load == [1, 0, 1] and "b" not in transport._shard_of
-            await transport.aclose()
-        assert server.accepted == 3  # one connection per shard
 
     _run(main())
 
@@ -153,13 +139,12 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
 
     async def main() -> None:
         async with _Server(close_after) as server:
-            transport = ShardedTransport()
-            await _get(transport, server.url + "/last")
-            await server.closed.wait()  # the server closed it; the next request must not care
-            for _ in range(3):
-                _, body = await _get(transport, server.url + "/again")
-                assert body == b"ok /again"
-            await transport.aclose()
+            async with _client(PooledTransport()) as client:
+                await client.get(server.url + "/last")
+                await server.closed.wait()  # the server closed it; the next request must not care
+                for _ in range(3):
+                    response = await client.get(server.url + "/again")
+                    assert response.content == b"ok /again"
         assert server.accepted == 2
 
     _run(main())
@@ -168,38 +153,40 @@ def test_an_idle_connection_the_server_closed_is_not_reused() -> None:
 def test_an_unread_body_closes_its_connection() -> None:
     async def main() -> None:
         async with _Server() as server:
-            transport = ShardedTransport()
-            response = await transport.send("GET", server.url + "/a", {}, None, TIMEOUTS)
-            await response.aclose()  # body never read: the connection cannot be reused
-            _, body = await _get(transport, server.url + "/b")
-            assert body == b"ok /b"
-            await transport.aclose()
+            async with _client(PooledTransport()) as client:
+                async with client.stream("GET", server.url + "/a"):
+                    pass  # body never read: the connection cannot be reused
+                response = await client.get(server.url + "/b")
+                assert response.content == b"ok /b"
         assert server.accepted == 2
 
     _run(main())
 
 
-def test_silence_is_a_read_timeout_and_a_refused_port_a_connect_error() -> None:
+def test_errors_are_httpx_exceptions_and_free_their_connections() -> None:
     async def silent(target: bytes, writer: asyncio.StreamWriter) -> bool:
         await asyncio.sleep(30)
         return False
 
     async def main() -> None:
+        transport = PooledTransport()
         async with _Server(silent) as server:
-            transport = ShardedTransport()
+            client = _client(transport, timeout=httpx.Timeout(5.0, read=0.2))
             with pytest.raises(httpx.ReadTimeout) as err:
-                await _get(transport, server.url + "/", timeouts={**TIMEOUTS, "read": 0.2})
+                await client.get(server.url + "/")
             assert isinstance(err.value.__cause__, httpcore.ReadTimeout)
             url = server.url
         with pytest.raises(httpx.ConnectError):
-            await _get(transport, url + "/")
-        assert transport._pools[0].open_connections == 0
-        await transport.aclose()
+            await client.get(url + "/")
+        assert transport.open_connections == 0
+        with pytest.raises(httpx.UnsupportedProtocol, match="not an absolute http"):
+            await transport.handle_async_request(httpx.Request("GET", "ftp://127.0.0.1/"))
+        await client.aclose()
 
     _run(main())
 
 
-def test_a_long_body_arrives_whole_through_flow_control() -> None:
+def test_a_long_body_streams_through_flow_control() -> None:
     big = bytes(range(256)) * 8192  # 2 MiB: the protocol pauses reading past its buffer
 
     async def large(target: bytes, writer: asyncio.StreamWriter) -> bool:
@@ -211,18 +198,14 @@ def test_a_long_body_arrives_whole_through_flow_control() -> None:
 
     async def main() -> None:
         async with _Server(large) as server:
-            transport = ShardedTransport()
-            response = await transport.send("GET", server.url + "/", {}, None, TIMEOUTS)
-            stream = response._stream._conn.stream
-            await _until(lambda: stream._paused_reading)  # the buffer filled: reading paused
-            try:
-                body = b"".join([part async for part in response.aiter_raw()])
-            finally:
-                await response.aclose()
-            assert body == big
-            _, again = await _get(transport, server.url + "/")
-            assert again == big
-            await transport.aclose()
+            async with _client(PooledTransport()) as client:
+                async with client.stream("GET", server.url + "/") as response:
+                    stream = response.extensions["network_stream"]
+                    await _until(lambda: stream._paused_reading)  # buffer full: reading paused
+                    parts = [part async for part in response.aiter_raw()]
+                assert len(parts) > 1 and b"".join(parts) == big  # it came in pieces
+                again = await client.get(server.url + "/")
+                assert again.content == big
         assert server.accepted == 1
 
     _run(main())
@@ -236,26 +219,26 @@ def test_max_connections_waits_then_times_out_and_cancelling_frees_the_slot() ->
 
     async def main() -> None:
         async with _Server(never_4) as server:
-            pool = ShardedTransport(max_connections=1)
-            first = await pool.send("GET", server.url + "/1", {}, None, TIMEOUTS)
+            transport = PooledTransport(max_connections=1)
+            client = _client(transport, timeout=5.0)
+            first = await client.send(client.build_request("GET", server.url + "/1"),
+                                      stream=True)
             # The only connection is busy: a second request waits, then gives up.
-            with pytest.raises(httpx.PoolTimeout):
-                await pool.send("GET", server.url + "/2", {}, None, {**TIMEOUTS, "pool": 0.1})
-            waiting = asyncio.ensure_future(_get(pool, server.url + "/3"))
-            await _until(lambda: bool(pool._pools[0]._waiters))
+            with pytest.raises(httpx.PoolTimeout, match="max_connections=1"):
+                await client.get(server.url + "/2", timeout=httpx.Timeout(5.0, pool=0.1))
+            waiting = asyncio.ensure_future(client.get(server.url + "/3"))
+            await _until(lambda: bool(transport._pool._waiters))
             assert not waiting.done()
             await first.aclose()  # unread: closed, and its slot goes to the waiting request
-            _, body = await asyncio.wait_for(waiting, 5)
-            assert body == b"ok /3"
+            assert (await asyncio.wait_for(waiting, 5)).content == b"ok /3"
             # A request cancelled while it waits for its answer gives its slot back too.
-            stuck = asyncio.ensure_future(pool.send("GET", server.url + "/4", {}, None, TIMEOUTS))
+            stuck = asyncio.ensure_future(client.get(server.url + "/4"))
             await _until(lambda: any(r[0].startswith(b"GET /4 ") for r in server.requests))
             stuck.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await stuck
-            _, body = await _get(pool, server.url + "/5")
-            assert body == b"ok /5"
-            await pool.aclose()
+            assert (await client.get(server.url + "/5")).content == b"ok /5"
+            await client.aclose()
 
     _run(main())
 
@@ -263,37 +246,119 @@ def test_max_connections_waits_then_times_out_and_cancelling_frees_the_slot() ->
 def test_under_max_connections_a_returned_connection_serves_the_next_request() -> None:
     async def main() -> None:
         async with _Server() as server:
-            pool = ShardedTransport(max_connections=2)
-            for _ in range(3):
-                bodies = await asyncio.gather(*(_get(pool, f"{server.url}/{i}")
-                                                for i in range(8)))
-                assert [b for _, b in bodies] == [b"ok /%d" % i for i in range(8)]
-            await pool.aclose()
+            async with _client(PooledTransport(max_connections=2)) as client:
+                for _ in range(3):
+                    answers = await asyncio.gather(*(client.get(f"{server.url}/{i}")
+                                                     for i in range(8)))
+                    assert [a.content for a in answers] == [b"ok /%d" % i for i in range(8)]
         assert server.accepted == 2  # 24 requests, never more than the 2 connections
 
     _run(main())
 
 
-@pytest.mark.parametrize(("shards", "limit"), [(8, 3), (3, 10), (1, 4)])
-def test_max_connections_bounds_all_shards_together(shards: int, limit: int) -> None:
-    transport = ShardedTransport(shards, max_connections=limit)
-    bounds = [pool._max for pool in transport._pools]
-    assert sum(bounds) == limit and all(b is not None and b >= 1 for b in bounds)
-
-
-def test_the_httpx_client_api_goes_through_the_same_pools() -> None:
+def test_close_drops_idle_connections_and_the_transport_stays_usable() -> None:
     async def main() -> None:
         async with _Server() as server:
-            client = pooled_client(shards=2)
-            response = await client.get(server.url + "/hello", headers={"X-Session-ID": "s"})
-            assert response.status_code == 200 and response.text == "ok /hello"
-            assert response.headers.get_list("x-twice") == ["a", "b"]
+            transport = PooledTransport()
+            client = _client(transport)
+            await asyncio.gather(*(client.get(f"{server.url}/{i}") for i in range(3)))
+            assert transport.open_connections == 3
+            await transport.aclose()
+            assert transport.open_connections == 0
+            assert (await client.get(server.url + "/after")).content == b"ok /after"
+            await client.aclose()
+        assert server.accepted == 4
+
+    _run(main())
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"max_connections": 0}, "max_connections must be None .* got 0"),
+    ({"max_keepalive_connections": -1}, "max_keepalive_connections must be None .* got -1"),
+])
+def test_bad_limits_are_refused_by_name(kwargs: dict[str, int], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PooledTransport(**kwargs)
+
+
+def test_a_pooled_client_is_sent_through_its_transport_any_other_through_itself() -> None:
+    async def redirect(target: bytes, writer: asyncio.StreamWriter) -> bool:
+        writer.write(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n")
+        return True
+
+    async def main() -> None:
+        pooled = pooled_client()
+        assert client_transport(pooled) is pooled.transport
+        async with _Server(redirect) as server:
+            plain = httpx.AsyncClient(headers={"X-Client": "kept"}, follow_redirects=True)
+            transport = client_transport(plain)
+            assert isinstance(transport, ClientTransport)
+            response = await transport.handle_async_request(httpx.Request(
+                "POST", server.url + "/call", headers={"X-Session-ID": "s"}, content=b"{}",
+                extensions={"timeout": TIMEOUTS}))
+            await response.aread()
+            await transport.aclose()  # the client is its owner's to close: still usable
+            still = await plain.get(server.url + "/x", follow_redirects=False)
+            assert still.status_code == 302
+            await plain.aclose()
+        assert response.status_code == 302  # returned, not followed: the operations follow
+        _, headers, body = server.requests[0]
+        assert headers[b"x-client"] == b"kept" and headers[b"x-session-id"] == b"s"
+        assert body == b"{}"
+        await pooled.aclose()
+
+    _run(main())
+
+
+def test_the_old_sharded_names_still_work_and_warn() -> None:
+    async def main() -> None:
+        async with _Server() as server:
+            with pytest.warns(DeprecationWarning, match="shards are ignored"):
+                transport = ShardedTransport(4, max_connections=3)
+            assert transport._pool._max == 3
+            with pytest.warns(DeprecationWarning, match="shards=.... is deprecated"):
+                client = pooled_client(None, 8, shards=2)
+            with pytest.warns(DeprecationWarning, match="use PooledClient.transport"):
+                assert client.pool is client.transport
+            response = await client.get(server.url + "/hello")
+            assert response.text == "ok /hello"
+            await client.aclose()
+            await transport.aclose()
+
+    _run(main())
+
+
+def test_pooled_client_is_an_async_client_over_one_transport() -> None:
+    async def main() -> None:
+        async with _Server() as server:
+            client = pooled_client(max_connections=1)
+            assert isinstance(client, PooledClient)
+            answers = await asyncio.gather(*(client.get(f"{server.url}/{i}") for i in range(4)))
+            assert [a.text for a in answers] == [f"ok /{i}" for i in range(4)]
             await client.aclose()
             with pytest.raises(httpx.ConnectError):
                 await pooled_client().get("http://127.0.0.1:1/")
         assert server.accepted == 1
 
     _run(main())
+
+
+@pytest.mark.parametrize("readable", [poll_readable, select_readable],
+                         ids=["poll", "select"])
+def test_an_idle_socket_is_readable_once_bytes_or_its_end_arrive(
+    readable: Callable[[int], bool],
+) -> None:
+    if readable is poll_readable and not hasattr(__import__("select"), "poll"):
+        pytest.skip("this platform has no select.poll (the select fallback is used)")
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert not readable(ours.fileno())
+        theirs.send(b"x")
+        assert readable(ours.fileno())
+        ours.recv(1)
+        assert not readable(ours.fileno())
+        theirs.close()  # the peer's end reads as b"": readable
+        assert readable(ours.fileno())
 
 
 def _self_signed(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
@@ -345,10 +410,9 @@ def test_https_verifies_the_certificate_and_reuses_the_connection(tmp_path: Path
                 assert body == b"ok /s%d" % i
             await pool.aclose()
             # The default context (certifi's roots) refuses the self-signed certificate.
-            transport = ShardedTransport()
-            with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
-                await _get(transport, server.url + "/")
-            await transport.aclose()
+            async with _client(PooledTransport()) as client:
+                with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+                    await client.get(server.url + "/")
         assert server.accepted == 1  # one connection for three requests (the refused
         # handshake never reaches the handler)
 

@@ -3,12 +3,11 @@
 ``httpcore.AsyncHTTP11Connection`` guards its state (new, active, idle,
 closed) with its private ``_state_lock``, an httpcore ``AsyncLock`` that on
 asyncio is an anyio ``Lock``: each acquisition passes once through the event
-loop (a shielded checkpoint) even when nothing holds it, twice per request,
-about 6% of the client's CPU per step. ``_http11.Http11Pool`` gives a
-connection to one request at a time, so the lock is never contended; an
-``asyncio.Lock`` guards the same state and takes a free lock without leaving
-the task. Outside ``VERIFIED`` (or with the attribute gone) the connection
-keeps its own lock.
+loop (a shielded checkpoint) even when nothing holds it, twice per request.
+``_http11.Http11Pool`` gives a connection to one request at a time, so the
+lock is never contended; an ``asyncio.Lock`` guards the same state and takes
+a free lock without leaving the task. Outside ``VERIFIED`` (or with the
+attribute gone) the connection keeps its own lock.
 """
 
 from __future__ import annotations

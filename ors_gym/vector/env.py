@@ -66,10 +66,6 @@ __all__ = ["OrsVectorEnv"]
 
 logger = logging.getLogger("ors_gym")
 
-#: Sessions per connection pool of the shared client (see ``ShardedTransport``).
-_SESSIONS_PER_SHARD = 2
-
-
 class OrsVectorEnv(VectorEnv):
     """N sessions of one ORS environment, stepped concurrently on one event loop.
 
@@ -195,9 +191,7 @@ class OrsVectorEnv(VectorEnv):
         # One client for every server: httpx pools connections per host inside it.
         # Keep one idle connection per sub-env (and a few for discovery), so batches
         # reuse connections instead of reopening them.
-        self._client = pooled_client(
-            max_connections, self.num_envs + 4, shards=-(-self.num_envs // _SESSIONS_PER_SHARD)
-        )
+        self._client = pooled_client(max_connections, self.num_envs + 4)
         return [
             AsyncHttpBackend(url, api_key=reveal(settings.api_key), client=self._client,
                              **settings.backend_kwargs())

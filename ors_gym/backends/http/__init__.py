@@ -12,12 +12,24 @@ sans-IO operations; the modules, in reading order:
   ``_ops``: every ORS endpoint as an operation;
 - ``_httpx``: what both drivers share about httpx; ``_aio``: httpcore's
   network backend on asyncio; ``_http11``: a lean HTTP/1.1 pool over it;
-  ``_pool``: sharded pools as an httpx transport, sent to directly by
-  ``async_``; ``sync`` and ``async_``: the drivers.
+  ``_pool``: that pool as an httpx transport (``PooledTransport``), which
+  ``async_`` sends through; ``sync`` and ``async_``: the drivers.
 """
 
-from ors_gym.backends.http._pool import PooledClient, ShardedTransport, pooled_client
+from ors_gym.backends.http._pool import (
+    PooledClient,
+    PooledTransport,
+    ShardedTransport,
+    pooled_client,
+)
 from ors_gym.backends.http.async_ import AsyncHttpBackend
 from ors_gym.backends.http.sync import HttpBackend
 
-__all__ = ["AsyncHttpBackend", "HttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]
+__all__ = [
+    "AsyncHttpBackend",
+    "HttpBackend",
+    "PooledClient",
+    "PooledTransport",
+    "ShardedTransport",
+    "pooled_client",
+]

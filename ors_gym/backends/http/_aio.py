@@ -3,19 +3,22 @@
 httpcore reaches sockets on asyncio through anyio: every read and write opens
 a cancel scope (``fail_after``) and checks which async library runs, and the
 pool's check of an idle connection (``get_extra_info("is_readable")``) makes
-anyio collect every socket attribute (``getpeername`` included) into a dict.
-With hundreds of sessions stepping on one loop that was about a third of the
-client's CPU per step. ``AsyncioBackend`` implements httpcore's public
+anyio collect every socket attribute (``getpeername`` included) into a dict;
+with hundreds of sessions stepping on one loop that was a large share of the
+client's CPU. ``AsyncioBackend`` implements httpcore's public
 ``AsyncNetworkBackend`` on an ``asyncio.Protocol``: the loop hands it what it
 reads, a read that finds bytes waiting returns them without suspending, and a
-timeout is one timer handle. ``_pool`` gives it to httpcore's connection pools
-(``httpx.AsyncHTTPTransport`` takes no network backend).
+timeout is one timer handle. ``_http11.Http11Pool`` opens its connections
+with it (``httpx.AsyncHTTPTransport`` takes no network backend). It runs on
+Linux, macOS and Windows: the idle check uses ``select.poll`` where it exists
+and ``select.select`` elsewhere.
 """
 
 from __future__ import annotations
 
 import asyncio
 import select
+import socket
 import ssl
 import typing
 from collections import deque
@@ -24,7 +27,7 @@ from contextlib import contextmanager
 
 import httpcore
 
-__all__ = ["AsyncioBackend", "AsyncioStream"]
+__all__ = ["AsyncioBackend", "AsyncioStream", "fd_readable", "poll_readable", "select_readable"]
 
 #: Bytes buffered from a connection nobody reads before the loop stops reading it.
 _HIGH_WATER = 256 * 1024
@@ -213,11 +216,26 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
             return True
         sock = self._transport.get_extra_info("socket")
         fd = -1 if sock is None else sock.fileno()
-        if fd < 0:
-            return True
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        return bool(poller.poll(0))
+        return True if fd < 0 else fd_readable(fd)
+
+
+def poll_readable(fd: int) -> bool:
+    """Whether ``fd`` has bytes (or its end) waiting, by ``select.poll`` (no limit on fds)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def select_readable(fd: int) -> bool:
+    """Whether ``fd`` has bytes (or its end) waiting, by ``select.select``: where there is
+    no ``poll`` (Windows, whose ``select`` takes sockets of any number)."""
+    readable, _, _ = select.select([fd], [], [], 0)
+    return bool(readable)
+
+
+#: ``poll_readable`` where the platform has ``select.poll``; ``select_readable`` elsewhere
+#: (on POSIX ``select`` fails for descriptors past ``FD_SETSIZE``, so it is not the default).
+fd_readable = poll_readable if hasattr(select, "poll") else select_readable
 
 
 def _expire(future: asyncio.Future[None], error: type[Exception]) -> None:
@@ -263,6 +281,11 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[_SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        if not hasattr(socket, "AF_UNIX"):
+            raise httpcore.ConnectError(
+                f"cannot connect to the Unix socket {path!r}: this platform has no Unix "
+                "sockets; reach the server over TCP (http://host:port) instead"
+            )
         loop = asyncio.get_running_loop()
         with _connect_errors():
             async with asyncio.timeout(timeout):

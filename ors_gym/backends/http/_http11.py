@@ -4,13 +4,14 @@
 request starts and again when it ends, wakes the request through an event,
 and reaches each connection through ``AsyncHTTPConnection``, whose lock
 costs one more pass of the event loop per request: on a loop stepping
-hundreds of sessions about a fifth of the client's CPU per step went there.
+hundreds of sessions that work was a large share of the client's CPU.
 ``Http11Pool`` keeps idle connections per origin, most recently used first,
 and hands a request to an idle one (checked as httpcore's pool checks it:
 not expired, not closed by the server) or to a new
 ``httpcore.AsyncHTTP11Connection`` over ``AsyncioBackend`` (whose state lock
 ``_compat.httpcore`` makes one that takes no pass through the loop). HTTP/1.1
-only, no proxies: what ORS servers speak.
+only, no proxies: what ORS servers speak. ``_pool.PooledTransport`` puts it
+behind httpx's transport interface.
 """
 
 from __future__ import annotations

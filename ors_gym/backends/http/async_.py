@@ -2,14 +2,14 @@
 
 The async twin of ``HttpBackend``: the same methods as coroutines, with the
 same retries, resumes, errors and results, because both perform the steps of
-the same sans-IO operations (``_ops.Ops``); only the I/O differs. Many
-sessions share one pooled ``httpx.AsyncClient``: ``OrsVectorEnv`` steps N
-sessions concurrently on one event loop through it, and may hand one client to
-the backends of several servers (see ``_pool``).
-
-The client is made on first use inside the running loop (an ``AsyncClient``
-belongs to the loop it first ran on) and made again if the backend is later
-used from another loop. Open sessions are pinged by a task on that loop.
+the same sans-IO operations (``_ops.Ops``); only the I/O differs. Every
+request goes through one interface, an httpx transport's
+``handle_async_request``: the backend's own ``PooledTransport`` (made on first
+use inside the running loop, and again if the backend is later used from
+another loop), or the transport of a shared client (``client_transport``).
+``OrsVectorEnv`` steps N sessions concurrently on one event loop through one
+shared ``PooledClient``, which may serve the backends of several servers.
+Open sessions are pinged by a task on that loop.
 """
 
 from __future__ import annotations
@@ -35,9 +35,10 @@ from ors_gym.backends.http._httpx import (
 )
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._pool import (
-    CoreResponse,
     PooledClient,
+    PooledTransport,
     ShardedTransport,
+    client_transport,
     pooled_client,
 )
 from ors_gym.backends.http._settings import SETUP_TIMEOUT_S, configure, url_of
@@ -52,11 +53,14 @@ from ors_gym.protocol import (
     Split,
 )
 
-__all__ = ["AsyncHttpBackend", "PooledClient", "ShardedTransport", "pooled_client"]
+__all__ = ["AsyncHttpBackend", "PooledClient", "PooledTransport", "ShardedTransport",
+           "pooled_client"]
 
 logger = logging.getLogger("ors_gym.http")
 
 _T = TypeVar("_T")
+#: Distinct URLs whose parsed form a backend keeps (a server's few endpoints).
+_URL_CACHE = 256
 
 
 class AsyncHttpBackend:
@@ -64,10 +68,17 @@ class AsyncHttpBackend:
 
     The settings are ``HttpBackend``'s (see there). ``client`` is an
     ``httpx.AsyncClient`` to share with other backends (this backend then
-    neither configures nor closes it; make one with ``pooled_client``);
-    without it the backend makes its own, keeping up to
+    neither configures nor closes it): a ``pooled_client`` is sent to through
+    its ``PooledTransport``, any other client through its own ``send``.
+    Without it the backend makes its own ``PooledTransport``, keeping up to
     ``max_keepalive_connections`` idle connections (``max_connections``
     bounds all of them; None: no bound).
+
+    Requests are handed to the transport's ``handle_async_request`` rather than
+    sent through an ``AsyncClient``: the client's per-request layers (auth
+    flow, redirects, cookies, event hooks, a timeout object) cost more CPU
+    than the pool itself, and the operations already do what an ORS request
+    needs of them (headers, auth, redirects, decoding).
     """
 
     def __init__(
@@ -105,23 +116,26 @@ class AsyncHttpBackend:
         self.max_keepalive_connections = max_keepalive_connections
         self._ops = Ops(self.settings, time.monotonic)
         self._shared_client = client
+        self._shared = None if client is None else client_transport(client)
+        self._urls: dict[str, httpx.URL] = {}
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._client: httpx.AsyncClient | None = None
+        self._client: PooledTransport | None = None  # the backend's own transport
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_client", "_client_loop", "_open", "_keepalive", "_shared_client"):
+        for key in ("_client", "_client_loop", "_open", "_keepalive", "_shared_client",
+                    "_shared"):
             state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._shared_client = None
+        self._shared_client = self._shared = None
         self._init_runtime()
 
     def __repr__(self) -> str:
@@ -144,31 +158,34 @@ class AsyncHttpBackend:
 
     # -- transport: perform the core's steps --------------------------------------------
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._shared_client is not None:
-            return self._shared_client
+    def _transport(self) -> httpx.AsyncBaseTransport:
+        if self._shared is not None:
+            return self._shared
         loop = asyncio.get_running_loop()
         if self._client is None or self._client_loop is not loop:
-            # A client from another (finished) loop cannot be used or closed here.
-            self._client = PooledClient(self.max_connections, self.max_keepalive_connections)
+            # A transport from another (finished) loop cannot be used or closed here.
+            self._client = PooledTransport(self.max_connections, self.max_keepalive_connections)
             self._client_loop = loop
         return self._client
 
     async def _send(
         self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
         timeout: dict[str, float | None],
-    ) -> httpx.Response | CoreResponse:
-        """Send one request, its answer unread (the caller closes it).
+    ) -> httpx.Response:
+        """Send one request through the transport, its answer unread (the caller closes it)."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._url(path)
+        request = httpx.Request(method, url, headers=headers, content=content,
+                                extensions={"timeout": timeout})
+        return await self._transport().handle_async_request(request)
 
-        With a ``PooledClient`` the request goes straight to its pool (see there).
-        """
-        client = self._http()
-        url = url_of(self.location, path)
-        if isinstance(client, PooledClient):
-            return await client.pool.send(method, url, headers, content, timeout)
-        request = client.build_request(method, url, headers=headers, content=content,
-                                       timeout=httpx.Timeout(**timeout))
-        return await client.send(request, stream=True, follow_redirects=False)
+    def _url(self, path: str) -> httpx.URL:
+        """``path``'s absolute URL, parsed once (a backend sends to a few endpoints)."""
+        if len(self._urls) >= _URL_CACHE:
+            self._urls.clear()
+        url = self._urls[path] = httpx.URL(url_of(self.location, path))
+        return url
 
     async def _run(self, op: Op[_T]) -> _T:
         """Drive one operation to its result, performing each step it yields."""
@@ -392,7 +409,7 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
         del backend
 
 
-async def _read(response: httpx.Response | CoreResponse, step: Fetch | Stream, started: float
+async def _read(response: httpx.Response, step: Fetch | Stream, started: float
                 ) -> Answer:
     """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
     reader = step.reader(response.headers.get("content-encoding", ""))
