@@ -315,9 +315,16 @@ def _script_args(cmd: str) -> Iterator[list[str]]:
 
 
 def _kill_group(pgid: int) -> None:
-    """SIGKILL every process of group ``pgid``; a group already gone is fine."""
+    """SIGKILL every process of group ``pgid``; a group already gone is fine.
+
+    Where there are no process groups (Windows: ``start_new_session`` is ignored
+    and ``os.killpg`` missing) the command's own process is terminated instead.
+    """
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(pgid, signal.SIGKILL)
+        else:
+            os.kill(pgid, signal.SIGTERM)  # Windows: TerminateProcess
 
 
 def _exit_code(returncode: int | None) -> int:
