@@ -66,6 +66,7 @@ __all__ = ["OrsVectorEnv"]
 
 logger = logging.getLogger("ors_gym")
 
+
 class OrsVectorEnv(VectorEnv):
     """N sessions of one ORS environment, stepped concurrently on one event loop.
 

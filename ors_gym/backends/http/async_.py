@@ -117,19 +117,19 @@ class AsyncHttpBackend:
         self._ops = Ops(self.settings, time.monotonic)
         self._shared_client = client
         self._shared = None if client is None else client_transport(client)
-        self._urls: dict[str, httpx.URL] = {}
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._client: PooledTransport | None = None  # the backend's own transport
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._urls: dict[str, httpx.URL] = {}
+        self._own: PooledTransport | None = None  # the backend's own transport
+        self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_client", "_client_loop", "_open", "_keepalive", "_shared_client",
-                    "_shared"):
+        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared_client",
+                    "_shared", "_urls"):
             state.pop(key, None)
         return state
 
@@ -162,11 +162,11 @@ class AsyncHttpBackend:
         if self._shared is not None:
             return self._shared
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
+        if self._own is None or self._own_loop is not loop:
             # A transport from another (finished) loop cannot be used or closed here.
-            self._client = PooledTransport(self.max_connections, self.max_keepalive_connections)
-            self._client_loop = loop
-        return self._client
+            self._own = PooledTransport(self.max_connections, self.max_keepalive_connections)
+            self._own_loop = loop
+        return self._own
 
     async def _send(
         self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
@@ -356,16 +356,15 @@ class AsyncHttpBackend:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         sids, self._open = list(self._open), set()
-        if sids and (self._client is not None or self._shared_client is not None):
+        connected = self._own is not None or self._shared is not None
+        if sids and connected:
             await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
-        if self._ops.discovery_sid is not None and (
-            self._client is not None or self._shared_client is not None
-        ):
+        if self._ops.discovery_sid is not None and connected:
             await self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
-        client, self._client = self._client, None
-        if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.aclose()
-        self._client_loop = None
+        own, self._own = self._own, None
+        if own is not None and self._own_loop is asyncio.get_running_loop():
+            await own.aclose()
+        self._own_loop = None
 
     async def _delete_quietly(self, sid: str) -> None:
         try:
