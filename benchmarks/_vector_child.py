@@ -143,6 +143,7 @@ class _Floor:
         handle = transport.handle_async_request
 
         async def spy(request: Any) -> Any:
+            await request.aread()  # the body, kept for ``request.content``
             seen.append(request)
             return await handle(request)
 

@@ -30,6 +30,8 @@ __all__ = [
     "pooled_client",
 ]
 
+#: Parsed URLs a transport keeps (a backend's few endpoints).
+_URL_CACHE = 512
 #: httpcore's exceptions and the httpx ones ``httpx.AsyncHTTPTransport`` raises for them,
 #: most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -115,6 +117,7 @@ class PooledTransport(httpx.AsyncBaseTransport):
             keepalive_expiry=httpx.Limits().keepalive_expiry,
             network=AsyncioBackend(),
         )
+        self._urls: dict[int, tuple[httpx.URL, httpcore.URL]] = {}
 
     @property
     def open_connections(self) -> int:
@@ -125,15 +128,14 @@ class PooledTransport(httpx.AsyncBaseTransport):
         """Send ``request`` on an idle connection to its origin, or a new one; the
         response's body is unread (``aiter_raw``/``aread``), ``aclose`` frees the connection."""
         url = request.url
-        if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
-            raise httpx.UnsupportedProtocol(
-                f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
-                "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
-            )
+        entry = self._urls.get(id(url))
+        if entry is not None and entry[0] is url:
+            core_url = entry[1]
+        else:
+            core_url = self._core_url(url)
         core = httpcore.Request(
             method=request.method,
-            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                             target=url.raw_path),
+            url=core_url,
             headers=request.headers.raw,
             content=request.stream,
             extensions=request.extensions,
@@ -148,6 +150,21 @@ class PooledTransport(httpx.AsyncBaseTransport):
             stream=_ResponseStream(cast(AsyncIterable[bytes], response.stream)),
             extensions=response.extensions,
         )
+
+    def _core_url(self, url: httpx.URL) -> httpcore.URL:
+        """``url`` as httpcore's, kept while ``url`` is (a backend sends the same
+        ``httpx.URL`` objects again and again; the entry holds it, so its id stays its own)."""
+        if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
+            raise httpx.UnsupportedProtocol(
+                f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
+                "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
+            )
+        core_url = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
+                                target=url.raw_path)
+        if len(self._urls) >= _URL_CACHE:
+            self._urls.clear()
+        self._urls[id(url)] = (url, core_url)
+        return core_url
 
     async def aclose(self) -> None:
         """Close every idle connection; busy ones close when their responses are closed.
@@ -183,8 +200,8 @@ class ClientTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         built = self.client.build_request(
-            request.method, request.url, headers=request.headers, content=request.content,
-            extensions=request.extensions,
+            request.method, request.url, headers=request.headers,
+            content=await request.aread(), extensions=request.extensions,
         )
         return await self.client.send(built, stream=True, follow_redirects=False)
 

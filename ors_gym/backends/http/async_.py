@@ -19,7 +19,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import httpx
@@ -61,6 +61,7 @@ logger = logging.getLogger("ors_gym.http")
 _T = TypeVar("_T")
 #: Distinct URLs whose parsed form a backend keeps (a server's few endpoints).
 _URL_CACHE = 256
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class AsyncHttpBackend:
@@ -120,7 +121,7 @@ class AsyncHttpBackend:
         self._init_runtime()
 
     def _init_runtime(self) -> None:
-        self._urls: dict[str, httpx.URL] = {}
+        self._urls: dict[str, tuple[httpx.URL, str]] = {}
         self._own: PooledTransport | None = None  # the backend's own transport
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
@@ -172,20 +173,33 @@ class AsyncHttpBackend:
         self, method: str, path: str, headers: Mapping[str, str], content: bytes | None,
         timeout: dict[str, float | None],
     ) -> httpx.Response:
-        """Send one request through the transport, its answer unread (the caller closes it)."""
-        url = self._urls.get(path)
-        if url is None:
-            url = self._url(path)
-        request = httpx.Request(method, url, headers=headers, content=content,
+        """Send one request through the transport, its answer unread (the caller closes it).
+
+        The request is the one ``httpx.Request(method, url, headers=headers,
+        content=content)`` makes (``Host`` and ``Content-Length`` added), built from
+        its body stream, which skips httpx's second pass over the headers.
+        """
+        target = self._urls.get(path)
+        if target is None:
+            target = self._url(path)
+        url, host = target
+        sent = {"Host": host, **headers}
+        if content:
+            sent["Content-Length"] = str(len(content))
+        elif method in _BODY_METHODS:
+            sent["Content-Length"] = "0"
+        request = httpx.Request(method, url, headers=sent, stream=httpx.ByteStream(content or b""),
                                 extensions={"timeout": timeout})
         return await self._transport().handle_async_request(request)
 
-    def _url(self, path: str) -> httpx.URL:
-        """``path``'s absolute URL, parsed once (a backend sends to a few endpoints)."""
+    def _url(self, path: str) -> tuple[httpx.URL, str]:
+        """``path``'s absolute URL, parsed once (a backend sends to a few endpoints),
+        and its ``Host`` header."""
         if len(self._urls) >= _URL_CACHE:
             self._urls.clear()
-        url = self._urls[path] = httpx.URL(url_of(self.location, path))
-        return url
+        url = httpx.URL(url_of(self.location, path))
+        target = self._urls[path] = (url, url.netloc.decode("ascii"))
+        return target
 
     async def _run(self, op: Op[_T]) -> _T:
         """Drive one operation to its result, performing each step it yields."""
@@ -225,9 +239,10 @@ class AsyncHttpBackend:
             try:
                 if response.status_code != 200:
                     return await _read(response, step, started)
-                require_sse(response.headers.get("content-type", ""), step.what, step.where)
-                step.sink.start(response.headers.get("content-encoding", ""))
-                pieces = response.aiter_raw()
+                headers = _header_map(response.headers.raw)
+                require_sse(headers.get("content-type", ""), step.what, step.where)
+                step.sink.start(headers.get("content-encoding", ""))
+                pieces = _body(response)
                 async for raw in pieces:
                     if step.sink.feed_bytes(raw):
                         await adrain(pieces)
@@ -408,11 +423,32 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
         del backend
 
 
-async def _read(response: httpx.Response, step: Fetch | Stream, started: float
-                ) -> Answer:
+async def _read(response: httpx.Response, step: Fetch | Stream, started: float) -> Answer:
     """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
-    reader = step.reader(response.headers.get("content-encoding", ""))
-    async for raw in response.aiter_raw():
+    headers = _header_map(response.headers.raw)
+    reader = step.reader(headers.get("content-encoding", ""))
+    async for raw in _body(response):
         reader.feed(raw)
-    return Answer(response.status_code, response.headers, reader.value(),
-                  time.monotonic() - started)
+    return Answer(response.status_code, headers, reader.value(), time.monotonic() - started)
+
+
+def _body(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's bytes as they arrive, content encoding not undone: the transport's
+    stream itself (``aiter_raw`` adds bookkeeping the backend does not use)."""
+    stream = response.stream
+    assert isinstance(stream, httpx.AsyncByteStream), "an async transport's response"
+    return stream.__aiter__()
+
+
+def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Headers by lower-cased name, repeated ones joined with ", " (as ``httpx.Headers.get``):
+    read once into a dict, where each ``httpx.Headers.get`` scans and decodes them all."""
+    out: dict[str, str] = {}
+    for key, value in raw:
+        name = key.decode("latin-1").lower()
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            text = value.decode("latin-1")
+        out[name] = f"{out[name]}, {text}" if name in out else text
+    return out
