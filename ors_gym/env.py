@@ -214,7 +214,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self._core.np_random = self.np_random
         observation, info = self._run(self._core.open(options))
         tools = self._core.tools
-        self.action_space.set_tools(tools.tools, tools.terminal_tool)
+        self._action_space = self.action_space.with_tools(tools.tools, tools.terminal_tool)
         self._remember(observation, "prompt")
         return observation, info
 

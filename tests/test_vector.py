@@ -387,6 +387,24 @@ def test_render_frames_tiles_and_text() -> None:
             env.close()
 
 
+def test_reset_leaves_a_handed_out_action_space_alone() -> None:
+    from ors_gym.envs.toolbox import Toolbox
+
+    env = OrsVectorEnv(2, env_class=Toolbox)
+    try:
+        before = env.action_space
+        shared = [{t.name for t in space.tools} for space in before]
+        _, infos = env.reset(options={"index": 0})
+        after = env.action_space
+        assert after is not before
+        assert [{t.name for t in space.tools} for space in before] == shared
+        task_tools = {t["name"] for t in infos["tools"][0]}
+        assert [{t.name for t in space.tools} for space in after] == [task_tools] * 2
+        assert task_tools != shared[0]
+    finally:
+        env.close()
+
+
 def test_send_recv_with_uneven_latency_tasks(vec_factory: Any) -> None:
     env = vec_factory(3, env_name="latency")
     env.reset(options=[{"task_spec": {"delay_ms": ms}} for ms in (0, 0, 30_000)])

@@ -30,6 +30,7 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces as gym_spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -420,15 +421,23 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
         return outcomes
 
     def _absorb(self, outcomes: Sequence[Outcome]) -> None:
-        """Record each sub-env's new observation, end flag and (after a reset) tools."""
-        spaces = self.action_space.spaces  # type: ignore[attr-defined]
+        """Record each sub-env's new observation, end flag and (after a reset) tools.
+
+        New tools give a new batched action space: one already handed out stays as it was.
+        """
+        old = self.action_space.spaces  # type: ignore[attr-defined]
+        subspaces = list(old)
+        changed = False
         for o in outcomes:
             self._obs[o.index] = o.obs
             self._ended[o.index] = (o.terminated or o.truncated) and (
                 self.autoreset_mode is not AutoresetMode.SAME_STEP
             )
             if o.tools is not None:
-                spaces[o.index].set_tools(o.tools.tools, o.tools.terminal_tool)
+                subspaces[o.index] = old[o.index].with_tools(o.tools.tools, o.tools.terminal_tool)
+                changed = changed or subspaces[o.index] is not old[o.index]
+        if changed:
+            self.action_space = gym_spaces.Tuple(subspaces)
 
     def _batch(
         self, outcomes: Sequence[Outcome]
