@@ -144,6 +144,7 @@ class Runtime:
                 self._idle_since = None
                 self._kicked = False
                 self._closing = False
+                self._cond.notify_all()  # the background driver, if any, ends
             self._release()
 
     def abandon(self) -> None:
@@ -235,6 +236,8 @@ class Runtime:
         """Block until the driver should try to drive; False once the runtime is gone."""
         with self._cond:
             while True:
+                if self._loop is None:
+                    return False  # closed (or never used): nothing to drive
                 if self._kicked:
                     break
                 if self._idle_since is not None:

@@ -726,3 +726,27 @@ def test_async_backend_meets_hostile_answers() -> None:
             assert not any("x-api-key" in headers for _, headers in elsewhere.requests)
 
         asyncio.run(main())
+
+
+def test_a_hanging_server_is_probed_with_back_off() -> None:
+    """A server that accepts connections and never answers costs a probe's timeout only
+    after each back-off, not every batch: meanwhile its last failure stands."""
+    from ors_gym.vector._health import PROBE_BACKOFF_S, ServerHealth
+
+    now = [0.0]
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, never answers
+        backend = AsyncHttpBackend(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        health = ServerHealth([backend], clock=lambda: now[0])
+
+        async def probes() -> None:
+            first = await health.probe(backend)  # waits for the probe's timeout
+            assert first is not None and backend in health.down
+            assert await health.probe(backend) is first  # backing off: not probed again
+            now[0] += PROBE_BACKOFF_S
+            second = await health.probe(backend)  # the back-off is over: probed again
+            assert second is not None and second is not first
+            now[0] += PROBE_BACKOFF_S
+            assert await health.probe(backend) is second  # the wait doubled
+            await backend.aclose()
+
+        asyncio.run(probes())
