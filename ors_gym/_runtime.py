@@ -77,6 +77,7 @@ class Runtime:
         self._background = False  # the driver is inside run_forever (read on the loop)
         self._closing = False
         self._check: asyncio.TimerHandle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()  # the loop's unfinished tasks
         _LIVE.add(self)
 
     @property
@@ -87,8 +88,22 @@ class Runtime:
             with self._cond:
                 if self._loop is None:
                     self._loop = asyncio.new_event_loop()
+                    self._loop.set_task_factory(self._track)
                 loop = self._loop
         return loop
+
+    def _track(self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> Any:
+        # The loop's task factory: the tasks other than the callers' own (which _run_on
+        # makes directly), counted without asking asyncio (all_tasks walks every loop's
+        # tasks), so a release knows cheaply whether background work is left.
+        task = asyncio.Task(coro, loop=loop, **kwargs)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _pending(self) -> bool:
+        # A finished task leaves the set by a callback the loop may not have run yet.
+        return bool(self._tasks) and any(not task.done() for task in list(self._tasks))
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         """Run ``coro`` on the private loop from any thread; returns its result."""
@@ -155,6 +170,7 @@ class Runtime:
         self._cond = threading.Condition(threading.Lock())
         self._waiting = 0
         self._loop = None
+        self._tasks = set()
         self._driver = None
         self._kicked = False
         self._idle_since = None
@@ -166,13 +182,18 @@ class Runtime:
         # the lock: so either it gets the lock or this sees it and wakes it.
         self._drive.release()
         loop = self._loop
-        pending = loop is not None and not self._closing and bool(asyncio.all_tasks(loop))
+        pending = loop is not None and not self._closing and self._pending()
         if self._waiting or pending:
             with self._cond:
+                notify = self._waiting > 0
                 if pending:
+                    # A driver already counting down its grace period reads the new
+                    # start when it wakes: waking it on every call would cost a switch.
+                    notify = notify or self._idle_since is None
                     self._idle_since = time.monotonic()
                     self._ensure_driver()
-                self._cond.notify_all()
+                if notify:
+                    self._cond.notify_all()
 
     def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:
         # Another thread is driving: hand the coroutine to the running loop, and take
@@ -227,7 +248,7 @@ class Runtime:
     def _stop_if_idle(self, loop: asyncio.AbstractEventLoop) -> None:
         if not self._background:
             return
-        if asyncio.all_tasks(loop):
+        if self._pending():
             self._check = loop.call_later(_IDLE_CHECK_S, self._stop_if_idle, loop)
         else:
             loop.stop()
@@ -307,7 +328,7 @@ def _run_on(loop: asyncio.AbstractEventLoop, aw: Awaitable[_T]) -> _T:
         # a call that never waits costs one pass instead of the two run_until_complete
         # makes (the second only runs its done-callback). A call that waits is carried
         # on to completion.
-        task = loop.create_task(aw)
+        task = asyncio.Task(aw, loop=loop)  # not through the task factory: not background
         loop.call_soon(loop.stop)
         loop.run_forever()
         if not task.done():
