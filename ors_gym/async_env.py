@@ -162,7 +162,7 @@ class AsyncOrsEnv:
                 name = await self.catalog.name()
                 await self.catalog.tools()  # known from here on, whatever fails below
                 task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
-                sid = await self.backend.create_session(
+                sid = await self._create(
                     name,
                     task_spec=task_spec if split is None else None,
                     split=split,
@@ -170,7 +170,6 @@ class AsyncOrsEnv:
                     secrets=settings.plain_secrets(),
                     **({} if settings.toolset is None else {"toolset": settings.toolset}),
                 )
-            self.session_id = sid
             async with self.limiter:
                 prompt, tools = await asyncio.gather(
                     self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
@@ -188,6 +187,36 @@ class AsyncOrsEnv:
             session_id=sid, image_size=settings.image_size,
             max_image_pixels=settings.max_image_pixels,
         )
+
+    async def _create(self, name: str, **kwargs: Any) -> str:
+        """``create_session``, finished even when the reset is cancelled meanwhile.
+
+        A cancelled request would not stop the server from opening the session,
+        and its id would never reach us: so the creation runs in a task of its
+        own, and a cancellation waits for it (within the deletion's time bound)
+        and deletes what it opened before going on.
+        """
+        create = asyncio.ensure_future(self.backend.create_session(name, **kwargs))
+        try:
+            self.session_id = await asyncio.shield(create)
+        except asyncio.CancelledError:
+            for _ in range(_DELETE_TRIES_ON_CANCEL):
+                try:
+                    async with asyncio.timeout(_DELETE_ON_CANCEL_S):
+                        self.session_id = await asyncio.shield(create)
+                    break
+                except asyncio.CancelledError:
+                    continue
+                except TimeoutError:
+                    create.cancel()
+                    logger.warning("a session may be left open: its server did not answer "
+                                   "its creation within %s s", _DELETE_ON_CANCEL_S)
+                    break
+                except Exception as exc:  # the creation failed: nothing to delete
+                    logger.debug("a cancelled reset's session creation failed: %s", exc)
+                    break
+            raise  # open()'s handler deletes the session now known
+        return self.session_id
 
     async def messages(self) -> list[Message]:
         """The task's prompt as a role-tagged conversation, asked once per episode.
