@@ -13,6 +13,8 @@ sessions are made again on first use, also in a forked child.
 
 from __future__ import annotations
 
+import os
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -84,6 +86,7 @@ class HttpBackend:
         )
         self.runtime = Runtime("ors-http")
         self.location: str = self.core.location
+        _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"core": self.core}
@@ -92,6 +95,7 @@ class HttpBackend:
         self.core = state["core"]
         self.runtime = Runtime("ors-http")
         self.location = self.core.location
+        _LIVE.add(self)
 
     def __repr__(self) -> str:
         return "HttpBackend" + repr(self.core).removeprefix("AsyncHttpBackend")
@@ -155,3 +159,20 @@ class HttpBackend:
         Safe to call twice; the backend stays usable and reconnects on next use.
         """
         self.runtime.close(self.core.aclose())
+
+    def _forget_runtime(self) -> None:
+        """In a forked child: the parent's loop, connections, sessions and keepalive task
+        are not ours to use or close (the runtime abandons its loop by itself)."""
+        self.core._init_runtime()
+
+
+_LIVE: weakref.WeakSet[HttpBackend] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for backend in list(_LIVE):
+        backend._forget_runtime()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
