@@ -9,7 +9,7 @@ session, one call after another:
   pooled connection, reading the SSE stream and parsing the JSON; what any
   HTTP client must spend.
 - ``OrsEnv.step (HTTP)``: a whole Gym step (action parsing, the call,
-  observation building) over ``HttpBackend``.
+  observation building) over ``AsyncHttpBackend``, on its runtime.
 - ``openreward SDK call_tool``: the reference SDK's own session client
   (``AsyncOpenReward(...).environments.get("echo").session(...).call_tool``,
   aiohttp), driven by one event loop.
@@ -17,11 +17,12 @@ session, one call after another:
 Each step is timed on its own; cases run in batches of about ``batch_ms``,
 interleaved round by round in rotating order. Reported: median and p99 per
 step over all rounds, and the ratio to the floor (the median over rounds of
-the per-round median ratios). Targets (issue 9): ``OrsEnv.step`` <= 1.15x the
+the per-round median ratios). Targets: ``OrsEnv.step`` <= 1.15x the
 floor and faster than the SDK client.
 
 Run: ``python -m benchmarks.bench_http`` (``--quick`` for fewer rounds,
-``--json PATH`` to save the rows).
+``--json PATH`` to save the rows, ``--baseline REF`` to run the same benchmark
+over a git ref's tree afterwards and compare the ratios to the floor).
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:
-    """The issue's targets, each met or MISSED."""
+    """The targets, each met or MISSED."""
     by = {r["case"]: r for r in rows}
     out = []
     if ORS in by:
@@ -211,10 +212,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="5 rounds instead of 15")
     parser.add_argument("--no-sdk", action="store_true", help="skip the SDK client case")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run this benchmark over a git ref's tree (e.g. main) and "
+                             "compare the ratios to the floor")
     args = parser.parse_args(argv)
     rows = run(rounds=5 if args.quick else 15, include_sdk=not args.no_sdk)
     print(format_table(rows))
     print(f"tool: Echo.{TOOL}({ARGS}); server in its own process on 127.0.0.1")
+    if args.baseline:
+        from benchmarks._baseline import baseline_rows, compare
+
+        same = [*(["--quick"] if args.quick else []), *(["--no-sdk"] if args.no_sdk else [])]
+        base, commit = baseline_rows("bench_http", args.baseline, same)
+        print()
+        print(compare(rows, base, args.baseline, commit,
+                      [("ratio", "x floor"), ("p99_ratio", "p99 x floor")]))
+        for r in base:
+            r["ref"], r["commit"] = args.baseline, commit
+        rows = rows + [{**r, "case": f"{r['case']}@{args.baseline}"} for r in base]
     if args.json:
         write_json(rows, args.json)
 

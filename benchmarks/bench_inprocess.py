@@ -13,7 +13,7 @@ Every case makes the same call, the bundled ``Echo`` environment's
   overhead.
 - ``LocalBackend.call``: ``ors_gym.backends.local`` per call, from plain code.
 - ``OrsEnv.step (in-process)``: a whole Gym step (action parsing, the call,
-  observation building) over ``LocalBackend``.
+  observation building) over ``AsyncLocalBackend``, on its runtime.
 - ``HTTP floor (httpx + httpx-sse)``: a bare SSE client loop against the SDK
   server on 127.0.0.1 (``ServerThread``); what any HTTP client must spend.
 - ``HttpBackend.call``: ``ors_gym.backends.http`` against the same server.
@@ -24,11 +24,11 @@ median of the per-round ratios to the floor measured in the same round. The
 in-process rows also get the ratio of the calling thread's CPU time, which is
 all of their work (the tool is async) and which other load on a shared machine
 does not inflate as it does wall-clock time.
-Targets (from the issue): an in-process step <= 1.5x the floor, and >= 10x
-faster than HTTP.
+Targets: an in-process step <= 1.5x the floor, and >= 10x faster than HTTP.
 
 Run: ``python -m benchmarks.bench_inprocess`` (``--quick`` for fewer rounds,
-``--json PATH`` to save the rows).
+``--json PATH`` to save the rows, ``--baseline REF`` to run the same benchmark
+over a git ref's tree afterwards and compare the ratios to the floor).
 """
 
 from __future__ import annotations
@@ -314,6 +314,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-http", action="store_true", help="skip the HTTP cases")
     parser.add_argument("--batch-ms", type=float, default=60.0, help="target batch length")
     parser.add_argument("--json", type=Path, help="also write the rows to this JSON file")
+    parser.add_argument("--baseline", metavar="REF",
+                        help="also run this benchmark over a git ref's tree (e.g. main) and "
+                             "compare the ratios to the floor")
     args = parser.parse_args(argv)
     rows = run(
         rounds=5 if args.quick else 15, batch_ms=args.batch_ms, include_http=not args.no_http
@@ -322,6 +325,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tool: Echo.{TOOL}({ARGS}); ratios are medians of per-round ratios to the floor;")
     print("x floor (cpu): the same from the calling thread's CPU time, which other load on the "
           "machine does not inflate (in-process cases only)")
+    if args.baseline:
+        from benchmarks._baseline import baseline_rows, compare
+
+        same = [*(["--quick"] if args.quick else []), *(["--no-http"] if args.no_http else []),
+                "--batch-ms", str(args.batch_ms)]
+        base, commit = baseline_rows("bench_inprocess", args.baseline, same)
+        print()
+        print(compare(rows, base, args.baseline, commit,
+                      [("ratio_vs_floor", "x floor"), ("cpu_ratio_vs_floor", "x floor cpu")]))
+        for r in base:
+            r["ref"], r["commit"] = args.baseline, commit
+        rows = rows + [{**r, "case": f"{r['case']}@{args.baseline}"} for r in base]
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))

@@ -28,16 +28,16 @@ from typing import Any
 from gymnasium.utils import seeding
 
 from ors_gym.actions import ParsedAction, parse_action
+from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, tools_as
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
-from ors_gym.secret import reveal
 from ors_gym.settings import EnvSettings
 from ors_gym.turn import RECOVERABLE, Turn, reset_result
 
-__all__ = ["AsyncOrsEnv", "make_async_backend"]
+__all__ = ["NO_ENVIRONMENT", "AsyncOrsEnv", "make_async_backend"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -48,39 +48,6 @@ _DELETE_TRIES_ON_CANCEL = 5
 _DELETE_ON_CANCEL_S = 10.0
 
 Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
-
-
-def make_async_backend(
-    settings: EnvSettings, *, base_url: str | None = None, env_class: Any = None
-) -> AsyncBackend:
-    """The async backend for ``base_url`` or ``settings.deployment`` (HTTP), else
-    ``env_class`` (in-process); HTTP first."""
-    if base_url is not None or settings.remote:
-        from ors_gym.backends.http import AsyncHttpBackend
-
-        if base_url is not None:
-            _check_url(base_url)
-        return AsyncHttpBackend(
-            base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs()
-        )
-    if env_class is not None:
-        from ors_gym.backends.local import AsyncLocalBackend
-
-        return AsyncLocalBackend(env_class)
-    raise ValueError(NO_ENVIRONMENT)
-
-
-NO_ENVIRONMENT = (
-    "an ORS env needs an environment: pass base_url='http://host:port' for an ORS server, "
-    "deployment='Namespace/name' for a hosted OpenReward environment, "
-    "env_class=MyEnv (or 'module:Class') to host an SDK environment in this process, "
-    "or use gym.make('ors/GridWorld-v0') for a bundled one"
-)
-
-
-def _check_url(base_url: Any) -> None:
-    if not isinstance(base_url, str):
-        raise TypeError(f"base_url must be a str, got {type(base_url).__name__}")
 
 
 class AsyncOrsEnv:
@@ -120,7 +87,6 @@ class AsyncOrsEnv:
         else:
             self.owns_backend = False
         self.backend = backend
-        self._blocking = bool(getattr(backend, "blocking", False))
         if env_name is None and isinstance(env_class, str | type):
             env_name = class_env_name(env_class)  # known without asking: the class's name
         self.catalog = catalog or Catalog.shared(backend, env_name, self.settings.split)
@@ -196,7 +162,7 @@ class AsyncOrsEnv:
                 name = await self.catalog.name()
                 await self.catalog.tools()  # known from here on, whatever fails below
                 task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
-                sid = await self.backend.create_session(
+                sid = await self._create(
                     name,
                     task_spec=task_spec if split is None else None,
                     split=split,
@@ -204,15 +170,10 @@ class AsyncOrsEnv:
                     secrets=settings.plain_secrets(),
                     **({} if settings.toolset is None else {"toolset": settings.toolset}),
                 )
-            self.session_id = sid
             async with self.limiter:
-                if self._blocking:  # awaits that complete at once: no gather, no loop
-                    prompt = await self.backend.prompt(name, sid)
-                    tools = await self.backend.task_tools(name, sid)
-                else:
-                    prompt, tools = await asyncio.gather(
-                        self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
-                    )
+                prompt, tools = await asyncio.gather(
+                    self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
+                )
         except OrsError as exc:
             raise exc.with_context(
                 server=self.location, env_name=self.env_name, session_id=self.session_id
@@ -226,6 +187,36 @@ class AsyncOrsEnv:
             session_id=sid, image_size=settings.image_size,
             max_image_pixels=settings.max_image_pixels,
         )
+
+    async def _create(self, name: str, **kwargs: Any) -> str:
+        """``create_session``, finished even when the reset is cancelled meanwhile.
+
+        A cancelled request would not stop the server from opening the session,
+        and its id would never reach us: so the creation runs in a task of its
+        own, and a cancellation waits for it (within the deletion's time bound)
+        and deletes what it opened before going on.
+        """
+        create = asyncio.ensure_future(self.backend.create_session(name, **kwargs))
+        try:
+            self.session_id = await asyncio.shield(create)
+        except asyncio.CancelledError:
+            for _ in range(_DELETE_TRIES_ON_CANCEL):
+                try:
+                    async with asyncio.timeout(_DELETE_ON_CANCEL_S):
+                        self.session_id = await asyncio.shield(create)
+                    break
+                except asyncio.CancelledError:
+                    continue
+                except TimeoutError:
+                    create.cancel()
+                    logger.warning("a session may be left open: its server did not answer "
+                                   "its creation within %s s", _DELETE_ON_CANCEL_S)
+                    break
+                except Exception as exc:  # the creation failed: nothing to delete
+                    logger.debug("a cancelled reset's session creation failed: %s", exc)
+                    break
+            raise  # open()'s handler deletes the session now known
+        return self.session_id
 
     async def messages(self) -> list[Message]:
         """The task's prompt as a role-tagged conversation, asked once per episode.

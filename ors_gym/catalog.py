@@ -38,8 +38,7 @@ class Catalog:
         self._tools: ListToolsOutput | None = None
         self._num_tasks: dict[str, int] = {}
         self._tasks: dict[str, list[dict[str, Any]] | None] = {}
-        # Held while a first answer is fetched. Uncontended (always, under the blocking
-        # driver) acquiring it never suspends, so it needs no running loop.
+        # Held while a first answer is fetched, so concurrent first questions wait for it.
         self._lock = asyncio.Lock()
 
     @classmethod

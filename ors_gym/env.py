@@ -2,16 +2,16 @@
 
 A thin blocking face of ``AsyncOrsEnv`` (the data flow of a step is drawn in
 ``ors_gym/async_env.py``): ``reset`` and ``step`` run the core's coroutines over
-a blocking backend with no event loop (``ors_gym._drive``), and add what only
-Gymnasium needs: spaces, seeding through ``np_random``, rendering, the spec.
-The adapter never builds a URL; the backend never sees a space.
+an async backend on its blocking face's runtime (``ors_gym._runtime``: the
+calling thread drives a private loop), and add what only Gymnasium needs:
+spaces, seeding through ``np_random``, rendering, the spec. The adapter never
+builds a URL; the backend never sees a space.
 """
 
 from __future__ import annotations
 
 import warnings
 import weakref
-from collections.abc import Sequence
 from functools import partial
 from typing import Any, SupportsFloat
 
@@ -19,48 +19,26 @@ import gymnasium as gym
 import numpy as np
 
 from ors_gym import _cleanup
-from ors_gym._drive import Awaiting, run_blocking
-from ors_gym.async_env import NO_ENVIRONMENT, AsyncOrsEnv, class_env_name
+from ors_gym._runtime import Runtime
+from ors_gym.async_env import AsyncOrsEnv, class_env_name
+from ors_gym.backends._factory import async_face_of, make_backend
 from ors_gym.backends.base import Backend
 from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
-from ors_gym.secret import RedactedSpec, reveal
+from ors_gym.secret import RedactedSpec
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Elapsed, Turn
 
 __all__ = ["Elapsed", "OrsEnv", "make_backend"]
 
-
-def make_backend(
-    settings: EnvSettings | None = None,
-    *,
-    base_url: str | Sequence[str] | None = None,
-    env_class: Any = None,
-    **options: Any,
-) -> Backend:
-    """The blocking backend: HTTP for ``base_url`` or a hosted ``deployment`` option,
-    else in-process for ``env_class``.
-
-    HTTP wins when both are given, so ``gym.make("ors/GridWorld-v0",
-    base_url=...)`` talks to a server instead of hosting the bundled class.
-    ``options`` are ``EnvSettings`` options (``api_key``, ``timeout``,
-    ``backend_options``...), or pass ``settings``.
-    """
-    settings = settings or EnvSettings.from_options(options)
-    if base_url is not None or settings.remote:
-        from ors_gym.backends.http import HttpBackend
-
-        if base_url is not None and not isinstance(base_url, str):
-            raise TypeError(f"base_url must be a str, got {type(base_url).__name__}")
-        return HttpBackend(base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs())
-    if env_class is not None:
-        from ors_gym.backends.local import LocalBackend
-
-        return LocalBackend(env_class)
-    raise ValueError(NO_ENVIRONMENT)
+#: ``EnvSettings`` fields an ``OrsEnv`` answers as attributes of its own.
+_SETTING_ATTRIBUTES = frozenset({
+    "max_steps", "no_tool_call", "on_error", "error_reward", "image_size",
+    "max_image_pixels", "max_calls_per_step",
+})
 
 
 class OrsEnv(gym.Env[dict[str, Any], Any]):
@@ -73,7 +51,8 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     or ``close``. Construction only discovers the environment's tools.
 
     Where: ``base_url`` (an ORS server), ``env_class`` (an SDK environment in this
-    process) or ``backend`` (a blocking ``Backend``, not closed with the env).
+    process) or ``backend`` (a blocking ``Backend`` such as ``HttpBackend`` or
+    ``LocalBackend``, which may be shared and is not closed with the env).
     Options: those of ``ors_gym.EnvSettings`` (``split``, ``max_steps``,
     ``no_tool_call``, ``on_error``, ``image_size``, ``api_key``, ``secrets``, ...),
     plus ``render_mode`` (``"ansi"``: the transcript; ``"rgb_array"``: the last image, or
@@ -83,8 +62,9 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     ``DiscreteToolActions`` (actions) and ``TextVector``, ``ImageObservation`` or
     ``MetadataVector`` (observations) first; ``ors_gym.train.make_env`` does it.
 
-    It runs ``AsyncOrsEnv``'s own ``reset`` and ``step`` coroutines, driven
-    without an event loop over its blocking backend, so the two mean the same.
+    It runs ``AsyncOrsEnv``'s own ``reset`` and ``step`` coroutines on its
+    backend's runtime, so the two mean the same. The step and observation options
+    are read from ``settings``, also as attributes (``env.max_steps``).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -118,12 +98,15 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self.backend = backend
         if env_name is None and isinstance(env_class, str | type):
             env_name = class_env_name(env_class)  # known without asking: the class's name
-        self._core = AsyncOrsEnv(env_name=env_name, backend=Awaiting(backend), settings=settings)
+        core_backend, self._runtime = async_face_of(backend)
+        self._run = self._runtime.run
+        self._core = AsyncOrsEnv(env_name=env_name, backend=core_backend, settings=settings)
         # Runs when the env is garbage-collected without close(): deferred to a worker
         # thread, since the collector may run it anywhere (see ors_gym._cleanup).
         self._owns = owns_backend
         self._finalizer = weakref.finalize(
-            self, _cleanup.schedule, partial(_release, self._core, backend, owns_backend)
+            self, _cleanup.schedule,
+            partial(_release, self._runtime, self._core, backend, owns_backend),
         )
         self.render_mode = render_mode
         self.observation_space = observation_space(settings.image_size)
@@ -142,39 +125,18 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         """The split tasks are drawn from (known after the first reset if not given)."""
         return self._core.catalog.known_split
 
-    @property
-    def max_steps(self) -> int | None:
-        return self.settings.max_steps
-
-    @property
-    def no_tool_call(self) -> str:
-        return self.settings.no_tool_call
-
-    @property
-    def on_error(self) -> str:
-        return self.settings.on_error
-
-    @property
-    def error_reward(self) -> float:
-        return self.settings.error_reward
-
-    @property
-    def image_size(self) -> tuple[int, int] | None:
-        return self.settings.image_size
-
-    @property
-    def max_image_pixels(self) -> int:
-        return self.settings.max_image_pixels
-
-    @property
-    def max_calls_per_step(self) -> int:
-        return self.settings.max_calls_per_step
+    def __getattr__(self, name: str) -> Any:
+        # Reached only for names not found normally: the step and observation options,
+        # read from ``settings`` (``env.max_steps`` is ``env.settings.max_steps``).
+        if name in _SETTING_ATTRIBUTES:
+            return getattr(self.settings, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- discovery -----------------------------------------------------------------------
     @property
     def env_name(self) -> str:
         """The environment's name on its server (the server's default if not given)."""
-        return run_blocking(self._core.catalog.name())
+        return self._run(self._core.catalog.name())
 
     @property
     def location(self) -> str:
@@ -195,13 +157,13 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     @property
     def class_tools(self) -> ListToolsOutput:
         """The environment's shared tools and terminal tool (no session needed)."""
-        return run_blocking(self._core.discover())
+        return self._run(self._core.discover())
 
     @property
     def tools(self) -> ListToolsOutput:
         """The current session's tools (task tools included), or the shared ones before reset."""
         if self._core.catalog.known_tools is None:
-            run_blocking(self._core.discover())
+            self._run(self._core.discover())
         return self._core.tools
 
     def tools_as(self, fmt: str = "openai") -> list[dict[str, Any]]:
@@ -222,18 +184,18 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     def messages(self) -> list[Message]:
         """The task's prompt as a role-tagged conversation (``/messages`` where the server
         offers it, else the prompt as one user message); asked once per episode."""
-        return run_blocking(self._core.messages())
+        return self._run(self._core.messages())
 
     def default_split(self) -> str:
         """The split given, else ``train`` where the environment lists it, else its first."""
-        return run_blocking(self._core.catalog.default_split())
+        return self._run(self._core.catalog.default_split())
 
     def num_tasks(self, split: str | None = None) -> int:
-        return run_blocking(self._core.catalog.num_tasks(split))
+        return self._run(self._core.catalog.num_tasks(split))
 
     def task(self, index: int, split: str | None = None) -> dict[str, Any]:
         """Task ``index`` of ``split``: from the listed tasks, or ``/task`` for index-only envs."""
-        return run_blocking(self._core.catalog.task(index, split))
+        return self._run(self._core.catalog.task(index, split))
 
     # -- gymnasium API -------------------------------------------------------------------
     def reset(
@@ -250,9 +212,9 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self._transcript = []
         self._last_image = None
         self._core.np_random = self.np_random
-        observation, info = run_blocking(self._core.open(options))
+        observation, info = self._run(self._core.open(options))
         tools = self._core.tools
-        self.action_space.set_tools(tools.tools, tools.terminal_tool)
+        self._action_space = self.action_space.with_tools(tools.tools, tools.terminal_tool)
         self._remember(observation, "prompt")
         return observation, info
 
@@ -263,7 +225,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         turn = self._core.plan(action)
         if self.render_mode is not None:
             self._transcript.append(f"[agent] {_describe_action(turn)}")
-        observation, reward, terminated, truncated, info = run_blocking(self._core.run(turn))
+        observation, reward, terminated, truncated, info = self._run(self._core.run(turn))
         self._remember(observation, "env")
         return observation, reward, terminated, truncated, info
 
@@ -285,7 +247,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
     def close(self) -> None:
         """Delete the open session and release the backend this env created; safe twice."""
         if self._finalizer.detach() is not None:
-            _release(self._core, self.backend, self._owns)
+            _release(self._runtime, self._core, self.backend, self._owns)
 
     def __repr__(self) -> str:
         return f"<OrsEnv {self._core.env_name or '?'} at {self.location}>"
@@ -308,10 +270,10 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
             self._last_image = observation["images"][-1]
 
 
-def _release(core: AsyncOrsEnv, backend: Backend, owns_backend: bool) -> None:
+def _release(runtime: Runtime, core: AsyncOrsEnv, backend: Backend, owns_backend: bool) -> None:
     """Delete the env's open session, and close its backend if the env made it."""
     try:
-        run_blocking(core.end_session())
+        runtime.run(core.end_session())
     finally:
         if owns_backend:
             backend.close()

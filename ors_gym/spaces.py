@@ -143,12 +143,31 @@ class ToolCallSpace(spaces.Space[Any]):
     def set_tools(
         self, tools: Sequence[ToolSpec], terminal_tool: TerminalToolSpec | None = None
     ) -> None:
-        """Replace the tools (e.g. a task's tools after ``reset``); compiles their schemas."""
+        """Replace the tools in place; compiles their schemas. Envs use ``with_tools``
+        instead, so that a space already handed out does not change."""
         specs = tuple(_as_tool_spec(t) for t in tools)
         terminal = _as_terminal_spec(terminal_tool)
         if specs == self._tools and terminal == self._terminal and self._samplers:
             return
         self._build(specs, terminal)
+
+    def with_tools(
+        self, tools: Sequence[ToolSpec], terminal_tool: TerminalToolSpec | None = None
+    ) -> ToolCallSpace:
+        """This space if it already has these tools, else a new one with them.
+
+        What an env hands out after ``reset``: a space a user holds (or a vector
+        env batched) is never changed afterwards. The new space draws from the
+        same random generator and reuses the compiled schemas.
+        """
+        specs = tuple(_as_tool_spec(t) for t in tools)
+        terminal = _as_terminal_spec(terminal_tool)
+        if specs == self._tools and terminal == self._terminal and self._samplers:
+            return self
+        space = ToolCallSpace((), None, max_calls=self.max_calls, seed=self.np_random)
+        space._cache = self._cache
+        space._build(specs, terminal)
+        return space
 
     def _build(self, specs: tuple[ToolSpec, ...], terminal: TerminalToolSpec | None) -> None:
         self._tools = specs

@@ -64,6 +64,38 @@ class Blocker(Environment):
         TORN_DOWN.append(id(self))
 
 
+#: Held closed by a test: ``SlowStart``'s constructor (so its server's ``/create``) waits on it.
+CREATE_GATE = threading.Event()
+#: Set by ``SlowStart``'s constructor once it runs (a ``/create`` is in flight).
+CREATING = threading.Event()
+
+
+class SlowStart(Environment):
+    """An environment whose constructor, run inside the server's ``/create``, waits for
+    the test to open ``CREATE_GATE``."""
+
+    def __init__(self, task_spec: Any = None, secrets: Any = None) -> None:
+        super().__init__(task_spec or {}, secrets or {})
+        CREATING.set()
+        CREATE_GATE.wait(10.0)
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[dict[str, Any]]:
+        return [{"id": 0}]
+
+    async def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text="started")]
+
+    @tool
+    async def noop(self) -> ToolOutput:
+        """Do nothing."""
+        return ToolOutput(blocks=[TextBlock(text="ok")], reward=0.0, finished=True)
+
+
 HOLD = {"tool_calls": [{"name": "hold", "arguments": {}}]}
 COUNT = {"tool_calls": [{"name": "count", "arguments": {}}]}
 
@@ -272,3 +304,30 @@ def test_async_env_errors_are_clear() -> None:
         AsyncOrsEnv(env_class=Math, max_step=3)
     with pytest.raises(ValueError, match="needs an environment"):
         AsyncOrsEnv()
+
+
+def test_cancelling_reset_while_create_is_in_flight_leaves_no_session() -> None:
+    """The server opens the session whatever the client does: the cancelled reset waits
+    for the creation and deletes what it opened."""
+    CREATE_GATE.clear()
+    CREATING.clear()
+    with ServerThread([SlowStart]) as server:
+
+        async def cancel_mid_create() -> None:
+            env = AsyncOrsEnv(base_url=server.url, env_name="slowstart")
+            try:
+                await env.discover()
+                reset = asyncio.create_task(env.reset(seed=0))
+                assert await asyncio.to_thread(CREATING.wait, 10.0)  # /create is in flight
+                reset.cancel()
+                CREATE_GATE.set()  # the server finishes opening the session
+                with pytest.raises(asyncio.CancelledError):
+                    await reset
+                assert env.session_id is None
+                await env.backend.probe()  # one more round trip: the server is done with it
+                assert live(server) == set()
+            finally:
+                CREATE_GATE.set()
+                await env.close()
+
+        asyncio.run(cancel_mid_create())

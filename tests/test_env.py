@@ -309,6 +309,19 @@ def test_task_tools_join_the_action_space(make_env: Any) -> None:
     assert {t.name for t in env.action_space.tools} == names
 
 
+def test_reset_hands_out_a_new_space_and_leaves_the_old_one_alone(make_env: Any) -> None:
+    env = make_env("Toolbox")
+    before = env.action_space
+    shared = {t.name for t in before.tools}
+    _, info = env.reset(options={"index": 0})
+    after = env.action_space
+    assert after is not before
+    assert {t.name for t in before.tools} == shared  # the space the user held is unchanged
+    assert {t.name for t in after.tools} == {t["name"] for t in info["tools"]} != shared
+    env.reset(options={"index": 0})
+    assert env.action_space is after  # same tools: the same space
+
+
 def test_close_is_idempotent_and_deletes_the_session(backend_kind: str, server_url: str) -> None:
     from ors_gym.env import make_backend
 

@@ -586,3 +586,34 @@ def test_keepalive_outlives_the_reaper() -> None:
         idler.delete_session(alive)
         wait_for(lambda: alive not in kept.open_sessions, timeout=10,
                  what="the keepalive thread to drop the gone session")
+
+
+def _child_round_trip(backend: HttpBackend, results: Any) -> None:
+    """In a forked child: the parent's sessions are not ours; our own work and close do."""
+    try:
+        assert backend.open_sessions == frozenset()
+        sid = _echo_session(backend)
+        text = _text(backend.call("echo", sid, "echo", {"text": "child"}))
+        backend.close()
+        results.put(text)
+    except BaseException as exc:  # reported to the parent, which asserts
+        results.put(repr(exc))
+
+
+def test_a_forked_child_uses_and_closes_its_own_copy(srv: ServerThread) -> None:
+    import multiprocessing
+
+    backend = HttpBackend(srv.url, keepalive_interval=30.0)
+    sid = _echo_session(backend)  # the parent's loop, connection and keepalive task are live
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_child_round_trip, args=(backend, results))
+    child.start()
+    try:
+        assert results.get(timeout=60) == "child"
+    finally:
+        child.join(60)
+    assert child.exitcode == 0
+    assert backend.open_sessions == {sid}  # the parent's session was left to the parent
+    assert _text(backend.call("echo", sid, "echo", {"text": "parent"})) == "parent"
+    backend.close()

@@ -244,7 +244,9 @@ def test_outage_after_the_cut_is_ridden_out_and_the_tool_runs_once(srv: ServerTh
         try:
             env.reset(seed=0)
             obs, _, _, truncated, info = env.step(_call("slow_count", token=token, seconds=0.2))
-            assert (proxy.cuts, proxy.rejected) == (1, 3)
+            # The async pool may resume over a connection it already holds (reset asks
+            # /prompt and /tools at once, so two are open): then no new one is rejected.
+            assert proxy.cuts == 1 and proxy.rejected in (0, 3)
             assert obs["text"] == "1" and not truncated and info["calls"][0]["ok"]
         finally:
             env.close()

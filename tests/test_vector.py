@@ -387,6 +387,24 @@ def test_render_frames_tiles_and_text() -> None:
             env.close()
 
 
+def test_reset_leaves_a_handed_out_action_space_alone() -> None:
+    from ors_gym.envs.toolbox import Toolbox
+
+    env = OrsVectorEnv(2, env_class=Toolbox)
+    try:
+        before = env.action_space
+        shared = [{t.name for t in space.tools} for space in before]
+        _, infos = env.reset(options={"index": 0})
+        after = env.action_space
+        assert after is not before
+        assert [{t.name for t in space.tools} for space in before] == shared
+        task_tools = {t["name"] for t in infos["tools"][0]}
+        assert [{t.name for t in space.tools} for space in after] == [task_tools] * 2
+        assert task_tools != shared[0]
+    finally:
+        env.close()
+
+
 def test_send_recv_with_uneven_latency_tasks(vec_factory: Any) -> None:
     env = vec_factory(3, env_name="latency")
     env.reset(options=[{"task_spec": {"delay_ms": ms}} for ms in (0, 0, 30_000)])
@@ -708,3 +726,27 @@ def test_async_backend_meets_hostile_answers() -> None:
             assert not any("x-api-key" in headers for _, headers in elsewhere.requests)
 
         asyncio.run(main())
+
+
+def test_a_hanging_server_is_probed_with_back_off() -> None:
+    """A server that accepts connections and never answers costs a probe's timeout only
+    after each back-off, not every batch: meanwhile its last failure stands."""
+    from ors_gym.vector._health import PROBE_BACKOFF_S, ServerHealth
+
+    now = [0.0]
+    with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, never answers
+        backend = AsyncHttpBackend(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        health = ServerHealth([backend], clock=lambda: now[0])
+
+        async def probes() -> None:
+            first = await health.probe(backend)  # waits for the probe's timeout
+            assert first is not None and backend in health.down
+            assert await health.probe(backend) is first  # backing off: not probed again
+            now[0] += PROBE_BACKOFF_S
+            second = await health.probe(backend)  # the back-off is over: probed again
+            assert second is not None and second is not first
+            now[0] += PROBE_BACKOFF_S
+            assert await health.probe(backend) is second  # the wait doubled
+            await backend.aclose()
+
+        asyncio.run(probes())

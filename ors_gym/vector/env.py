@@ -1,10 +1,12 @@
 """``OrsVectorEnv``: N sessions of one ORS environment, stepped concurrently on one loop.
 
 Each sub-env is an ``AsyncOrsEnv`` (the same core ``OrsEnv`` drives), and all
-of them are awaited on ONE event loop in a background thread: over ONE pooled
-``httpx.AsyncClient`` for servers (sessions round-robin over ``base_url=[...]``),
-or on one ``AsyncLocalBackend`` for an in-process environment, with no thread
-pool. N slow tools take as long as one, without N processes.
+of them are awaited on ONE event loop, the env's ``Runtime`` (driven by the
+caller during ``reset``, by the runtime's background driver while results of
+``send`` are awaited): over one shared pooled client for servers (sessions
+round-robin over ``base_url=[...]``), or on one ``AsyncLocalBackend`` for an
+in-process environment, with no thread pool. N slow tools take as long as one,
+without N processes. The sub-envs' work on the loop is in ``_running``.
 
 Beyond ``step``, an envpool-style ``send(actions, env_ids)`` / ``recv(min_envs)``
 pair returns whichever sub-envs finished first, so one slow tool does not stall
@@ -28,17 +30,20 @@ from functools import partial
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces as gym_spaces
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ors_gym import _cleanup
+from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
+from ors_gym.backends._factory import make_async_backend
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
-from ors_gym.errors import OrsConnectionError, OrsError
+from ors_gym.errors import OrsError
 from ors_gym.observations import empty_observation, observation_space
-from ors_gym.secret import RedactedSpec, reveal
+from ors_gym.secret import RedactedSpec
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Turn
@@ -51,7 +56,7 @@ from ors_gym.vector._args import (
     split_actions,
 )
 from ors_gym.vector._health import ServerHealth
-from ors_gym.vector._loop import LoopThread, Mailbox
+from ors_gym.vector._mailbox import Mailbox
 from ors_gym.vector._results import (
     Outcome,
     batch_infos,
@@ -60,6 +65,7 @@ from ors_gym.vector._results import (
     stack_observations,
     tile_frames,
 )
+from ors_gym.vector._running import SubEnvRunner, release
 from ors_gym.vector.env_fns import check_num_envs
 
 __all__ = ["OrsVectorEnv"]
@@ -67,7 +73,7 @@ __all__ = ["OrsVectorEnv"]
 logger = logging.getLogger("ors_gym")
 
 
-class OrsVectorEnv(VectorEnv):
+class OrsVectorEnv(SubEnvRunner, VectorEnv):
     """N sessions of one ORS environment, stepped concurrently on one event loop.
 
     Takes ``OrsEnv``'s arguments (the options of ``ors_gym.EnvSettings``) plus
@@ -144,7 +150,7 @@ class OrsVectorEnv(VectorEnv):
             )
         if urls is not None and env_class is not None and env_name is None:
             env_name = class_env_name(env_class)
-        self._loop = LoopThread(f"ors-vector-{id(self):x}")
+        self._runtime = Runtime(f"ors-vector-{id(self):x}")
         self._client: Any = None
         self._pending_deletes: set[asyncio.Task[None]] = set()
         self._tasks: dict[int, asyncio.Task[Outcome]] = {}  # the loop's view of what runs
@@ -157,9 +163,7 @@ class OrsVectorEnv(VectorEnv):
             if urls is not None:
                 self._servers = self._http_servers(urls, settings, max_connections)
             else:
-                from ors_gym.backends.local import AsyncLocalBackend
-
-                self._servers = [AsyncLocalBackend(env_class)]
+                self._servers = [make_async_backend(settings, env_class=env_class)]
             self._health = ServerHealth(self._servers)
             catalog = Catalog(self._servers[0], env_name, settings.split)
             self.envs = [
@@ -167,9 +171,9 @@ class OrsVectorEnv(VectorEnv):
                             settings=settings)
                 for i in range(self.num_envs)
             ]
-            tools = self._loop.run(catalog.tools())
+            tools = self._runtime.run(catalog.tools())
         except BaseException:
-            _release(self._loop, self._servers, self._client, [])
+            release(self._runtime, self._servers, self._client, [])
             raise
         self.catalog = catalog
         self.env_name: str = catalog.known_name or ""
@@ -179,7 +183,7 @@ class OrsVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._finalizer = weakref.finalize(
             self, _cleanup.schedule,
-            partial(_release, self._loop, self._servers, self._client, self.envs),
+            partial(release, self._runtime, self._servers, self._client, self.envs),
         )
 
     def _http_servers(
@@ -187,17 +191,13 @@ class OrsVectorEnv(VectorEnv):
     ) -> list[AsyncBackend]:
         """One ``AsyncHttpBackend`` per URL over one pooled client; a hosted
         ``deployment`` (with its ``variant``) reaches every URL through the settings."""
-        from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+        from ors_gym.backends.http import pooled_client
 
         # One client for every server: httpx pools connections per host inside it.
         # Keep one idle connection per sub-env (and a few for discovery), so batches
         # reuse connections instead of reopening them.
         self._client = pooled_client(max_connections, self.num_envs + 4)
-        return [
-            AsyncHttpBackend(url, api_key=reveal(settings.api_key), client=self._client,
-                             **settings.backend_kwargs())
-            for url in urls
-        ]
+        return [make_async_backend(settings, base_url=url, client=self._client) for url in urls]
 
     # -- public attributes ---------------------------------------------------------------
 
@@ -254,7 +254,7 @@ class OrsVectorEnv(VectorEnv):
             if seeds[i] is not None:
                 self.envs[i].np_random, _ = seeding.np_random(seeds[i])
             self._inflight.pop(i, None)
-        outcomes = self._loop.run(self._reset_batch(ids, checked))
+        outcomes = self._runtime.run(self._reset_batch(ids, checked))
         obs = stack_observations(self.single_observation_space, self._obs)
         return obs, batch_infos([(o.index, o.info) for o in outcomes], self.num_envs)
 
@@ -295,7 +295,7 @@ class OrsVectorEnv(VectorEnv):
             future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
             self._inflight[i] = future
             launches.append((i, turn, future))
-        self._loop.call_soon(self._launch, launches)
+        self._runtime.call_soon(self._launch, launches)
 
     def recv(
         self, min_envs: int = 1, max_envs: int | None = None, timeout: float | None = None
@@ -341,12 +341,12 @@ class OrsVectorEnv(VectorEnv):
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None and finalizer.detach() is not None:
             self._inflight.clear()
-            _release(self._loop, self._servers, self._client, self.envs, vector=self)
+            release(self._runtime, self._servers, self._client, self.envs, vector=self)
 
     # -- planning (caller's thread) ------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self.closed or not self._loop.alive:
+        if self.closed:
             raise RuntimeError("OrsVectorEnv is closed; make a new one")
 
     def _plan(self, i: int, action: Any) -> Turn | None:
@@ -366,124 +366,6 @@ class OrsVectorEnv(VectorEnv):
         except OrsError as exc:
             exc.add_note(f"the action of sub-env {i}")
             raise
-
-    # -- running (the loop's thread) -----------------------------------------------------
-
-    def _launch(
-        self, launches: list[tuple[int, Turn | None, concurrent.futures.Future[Outcome]]]
-    ) -> None:
-        loop = asyncio.get_running_loop()
-        for i, turn, future in launches:
-            task = loop.create_task(self._advance(i, turn))
-            self._tasks[i] = task
-            task.add_done_callback(partial(self._landed, i, future))
-
-    def _landed(self, index: int, future: concurrent.futures.Future[Outcome],
-                task: asyncio.Task[Outcome]) -> None:
-        if self._tasks.get(index) is task:
-            del self._tasks[index]
-        if task.cancelled():
-            future.cancel()
-        elif task.exception() is not None:
-            future.set_exception(task.exception())
-        else:
-            future.set_result(task.result())
-        self._done.put((index, future))
-
-    async def _advance(self, i: int, turn: Turn | None) -> Outcome:
-        env = self.envs[i]
-        if turn is None:  # NEXT_STEP autoreset: this step opens the next episode
-            return await self._autoreset(i)
-        try:
-            obs, reward, terminated, truncated, info = await env.run(turn)
-        except OrsError as exc:
-            exc.add_note(f"in sub-env {i} of {self!r}")
-            raise
-        failure = turn.failure
-        if isinstance(failure, OrsConnectionError):
-            await self._check_server(i, failure)
-            if env.backend in self._health.down:
-                info["error_reason"] = "server_unreachable"
-        if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
-            new_obs, new_info = await self._open(i, {})
-            new_info["final_obs"] = obs
-            new_info["final_info"] = info
-            return Outcome(i, new_obs, reward, terminated, truncated, new_info, env.tools,
-                            failure)
-        return Outcome(i, obs, reward, terminated, truncated, info, None, failure)
-
-    async def _open(self, i: int, options: Mapping[str, Any]
-                    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The sub-env's reset: its old session deleted in the background, a new one opened."""
-        env = self.envs[i]
-        old, env.session_id = env.session_id, None
-        if old is not None:
-            self._delete_later(env.backend, old)
-        try:
-            return await env.open(options)
-        except OrsError as exc:
-            exc.add_note(f"while resetting sub-env {i} of {self!r}")
-            raise
-
-    async def _reset_batch(self, ids: list[int], options: dict[int, dict[str, Any]]
-                           ) -> list[Outcome]:
-        await self._cancel([self._tasks[i] for i in ids if i in self._tasks])
-
-        async def one(i: int) -> Outcome:
-            obs, info = await self._open(i, options[i])
-            return Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
-
-        results = await asyncio.gather(*(one(i) for i in ids), return_exceptions=True)
-        outcomes = [r for r in results if isinstance(r, Outcome)]
-        self._absorb(outcomes)
-        raise_first([r for r in results if isinstance(r, BaseException)])
-        return outcomes
-
-    async def _autoreset(self, i: int) -> Outcome:
-        """Open the sub-env's next episode; while its server is down (other servers up),
-        a truncated step saying so instead, so the next step tries again."""
-        server = self.envs[i].backend
-        health = self._health
-        if server in health.down and await health.probe(server) is not None:
-            return health.unreachable(i, server, self.env_name)
-        try:
-            obs, info = await self._open(i, {})
-        except OrsConnectionError as exc:
-            await self._check_server(i, exc)
-            if server not in health.down:
-                raise
-            return health.unreachable(i, server, self.env_name, exc)
-        return Outcome(i, obs, 0.0, False, False, info, self.envs[i].tools)
-
-    async def _check_server(self, i: int, failure: OrsError) -> None:
-        """After a connection failure: note the sub-env's server down if its probe fails,
-        and raise if every server is down."""
-        server = self.envs[i].backend
-        hosted = [j for j, env in enumerate(self.envs) if env.backend is server]
-        await self._health.check(server, i, failure, hosted, self.env_name)
-
-    def _delete_later(self, server: AsyncBackend, session_id: str) -> None:
-        async def delete() -> None:
-            try:
-                await server.delete_session(session_id)
-            except Exception as exc:  # best effort: the session may be gone with its server
-                logger.debug("could not delete session %s: %s", session_id, exc)
-
-        task = asyncio.get_running_loop().create_task(delete())
-        self._pending_deletes.add(task)
-        task.add_done_callback(self._pending_deletes.discard)
-
-    async def _cancel(self, tasks: Sequence[asyncio.Task[Any]]) -> None:
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-    async def shutdown(self) -> None:
-        """Cancel what runs, then let every pending deletion finish (on the loop)."""
-        await self._cancel([*self._tasks.values(), *self._health.tasks()])
-        if self._pending_deletes:
-            await asyncio.wait(list(self._pending_deletes))
 
     # -- results (caller's thread) -------------------------------------------------------
 
@@ -534,46 +416,25 @@ class OrsVectorEnv(VectorEnv):
         return outcomes
 
     def _absorb(self, outcomes: Sequence[Outcome]) -> None:
-        """Record each sub-env's new observation, end flag and (after a reset) tools."""
-        spaces = self.action_space.spaces  # type: ignore[attr-defined]
+        """Record each sub-env's new observation, end flag and (after a reset) tools.
+
+        New tools give a new batched action space: one already handed out stays as it was.
+        """
+        old = self.action_space.spaces  # type: ignore[attr-defined]
+        subspaces = list(old)
+        changed = False
         for o in outcomes:
             self._obs[o.index] = o.obs
             self._ended[o.index] = (o.terminated or o.truncated) and (
                 self.autoreset_mode is not AutoresetMode.SAME_STEP
             )
             if o.tools is not None:
-                spaces[o.index].set_tools(o.tools.tools, o.tools.terminal_tool)
+                subspaces[o.index] = old[o.index].with_tools(o.tools.tools, o.tools.terminal_tool)
+                changed = changed or subspaces[o.index] is not old[o.index]
+        if changed:
+            self.action_space = gym_spaces.Tuple(subspaces)
 
     def _batch(
         self, outcomes: Sequence[Outcome]
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray]:
         return batch_outcomes(self.single_observation_space, outcomes)
-
-
-def _release(
-    loop: LoopThread,
-    servers: Sequence[AsyncBackend],
-    client: Any,
-    envs: Sequence[AsyncOrsEnv],
-    vector: OrsVectorEnv | None = None,
-) -> None:
-    """Delete every session, close backends and the shared client, stop the loop."""
-    if loop.alive:
-
-        async def close_all() -> None:
-            if vector is not None:
-                await vector.shutdown()
-            await asyncio.gather(*(env.end_session() for env in envs), return_exceptions=True)
-            results = await asyncio.gather(*(s.aclose() for s in servers),
-                                           return_exceptions=True)
-            for result in results:
-                if isinstance(result, BaseException):
-                    logger.debug("closing an OrsVectorEnv backend failed: %s", result)
-            if client is not None:
-                await client.aclose()
-
-        try:
-            loop.run(close_all())
-        except Exception as exc:
-            logger.debug("closing OrsVectorEnv failed: %s", exc)
-    loop.stop()

@@ -1,10 +1,10 @@
-"""``LocalBackend``: the blocking face of ``AsyncLocalBackend``, on a private event loop.
+"""``LocalBackend``: the blocking face of ``AsyncLocalBackend``, on a ``Runtime``.
 
-Every method runs the async backend's coroutine on ONE private loop driven by
-the calling thread (``_loop.LoopRunner``): a tool call that never waits costs
-one loop pass, no thread hop beyond the SDK's own ``asyncio.to_thread`` for
-sync tools. Async background work an environment spawns progresses during
-calls, not between them (work in threads is unaffected).
+Every method runs the async backend's coroutine on the face's runtime
+(``ors_gym._runtime``): its private loop, driven by the calling thread, so a
+tool call that never waits costs one loop pass and no thread hop beyond the
+SDK's own ``asyncio.to_thread`` for sync tools. Async background work an
+environment spawns goes on between calls (the runtime's background driver).
 
 The backend pickles as its environment specs (``AsyncVectorEnv`` workers); the
 loop and sessions are made again on first use, also in a forked child.
@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from ors_gym.backends.local._loop import LoopRunner, blocking
+from ors_gym._runtime import Runtime, blocking
 from ors_gym.backends.local._values import LOCATION
 from ors_gym.backends.local.async_ import AsyncLocalBackend, EnvSpec
 
@@ -38,7 +38,7 @@ class LocalBackend:
 
     def __init__(self, environments: EnvSpec | Sequence[EnvSpec]) -> None:
         self.core = AsyncLocalBackend(environments)
-        self.runner = LoopRunner()
+        self.runtime = Runtime("ors-local")
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -46,7 +46,7 @@ class LocalBackend:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.core = state["core"]
-        self.runner = LoopRunner()
+        self.runtime = Runtime("ors-local")
         _LIVE.add(self)
 
     def __repr__(self) -> str:
@@ -89,11 +89,11 @@ class LocalBackend:
 
         The backend stays usable: the next call makes a new loop.
         """
-        self.runner.close(self.core.aclose() if self.core.open_sessions else None)
+        self.runtime.close(self.core.aclose() if self.core.open_sessions else None)
 
     def _forget_runtime(self) -> None:
         """In a forked child: the parent's sessions and loop are not ours to use or close."""
-        self.runner.abandon()
+        self.runtime.abandon()
         self.core.forget_sessions()
 
 

@@ -1,0 +1,134 @@
+"""Which backend an env talks to, decided in one place.
+
+``OrsEnv``, ``AsyncOrsEnv`` and ``OrsVectorEnv`` all ask ``make_async_backend``
+(``OrsEnv`` through ``make_backend``, the blocking face over the same async
+backend): HTTP for a ``base_url`` or a hosted ``deployment``, else the SDK
+class hosted in this process. HTTP wins when both are given, so
+``gym.make("ors/GridWorld-v0", base_url=...)`` talks to a server instead of
+hosting the bundled class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from ors_gym.secret import reveal
+from ors_gym.settings import EnvSettings
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ors_gym._runtime import Runtime
+    from ors_gym.backends.base import AsyncBackend, Backend
+
+__all__ = ["NO_ENVIRONMENT", "async_face_of", "make_async_backend", "make_backend"]
+
+NO_ENVIRONMENT = (
+    "an ORS env needs an environment: pass base_url='http://host:port' for an ORS server, "
+    "deployment='Namespace/name' for a hosted OpenReward environment, "
+    "env_class=MyEnv (or 'module:Class') to host an SDK environment in this process, "
+    "or use gym.make('ors/GridWorld-v0') for a bundled one"
+)
+
+
+def _uses_http(settings: EnvSettings, base_url: Any) -> bool:
+    if base_url is not None and not isinstance(base_url, str):
+        raise TypeError(
+            f"base_url must be a str such as 'http://127.0.0.1:8000', got "
+            f"{type(base_url).__name__} (OrsVectorEnv takes a list of them)"
+        )
+    return base_url is not None or settings.remote
+
+
+def make_async_backend(
+    settings: EnvSettings,
+    *,
+    base_url: str | None = None,
+    env_class: Any = None,
+    client: httpx.AsyncClient | None = None,
+) -> AsyncBackend:
+    """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, over
+    ``client`` when given), else ``env_class`` (in-process)."""
+    if _uses_http(settings, base_url):
+        from ors_gym.backends.http import AsyncHttpBackend
+
+        kwargs = settings.backend_kwargs()
+        if client is not None:
+            kwargs["client"] = client
+        return AsyncHttpBackend(base_url, api_key=reveal(settings.api_key), **kwargs)
+    if env_class is not None:
+        from ors_gym.backends.local import AsyncLocalBackend
+
+        return AsyncLocalBackend(env_class)
+    raise ValueError(NO_ENVIRONMENT)
+
+
+def make_backend(
+    settings: EnvSettings | None = None,
+    *,
+    base_url: str | None = None,
+    env_class: Any = None,
+    **options: Any,
+) -> Backend:
+    """The blocking face (``HttpBackend`` or ``LocalBackend``) of ``make_async_backend``'s
+    choice. ``options`` are ``EnvSettings`` options (``api_key``, ``timeout``,
+    ``backend_options``...), or pass ``settings``."""
+    settings = settings or EnvSettings.from_options(options)
+    if _uses_http(settings, base_url):
+        from ors_gym.backends.http import HttpBackend
+
+        return HttpBackend(base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs())
+    if env_class is not None:
+        from ors_gym.backends.local import LocalBackend
+
+        return LocalBackend(env_class)
+    raise ValueError(NO_ENVIRONMENT)
+
+
+def async_face_of(backend: Any) -> tuple[AsyncBackend, Runtime]:
+    """The async backend behind a blocking one, and the runtime that drives it.
+
+    ``HttpBackend`` and ``LocalBackend`` are faces over an async backend
+    (``core``) and its ``runtime``: an env over one shares both, so every env
+    over a shared backend runs on one loop. Any other blocking ``Backend``
+    has its methods run in a worker thread each (``asyncio.to_thread``).
+    """
+    from ors_gym._runtime import Runtime
+
+    core = getattr(backend, "core", None)
+    runtime = getattr(backend, "runtime", None)
+    if core is not None and isinstance(runtime, Runtime):
+        return core, runtime
+    return _Threaded(backend), Runtime("ors-env")
+
+
+class _Threaded:
+    """An ``AsyncBackend`` over a third-party blocking ``Backend``: each method runs in a
+    worker thread, so the loop it is awaited on keeps going meanwhile."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend = backend
+        self.location: str = backend.location
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.backend.close)
+
+    async def probe(self) -> None:
+        probe = getattr(self.backend, "probe", None)
+        if probe is not None:
+            await asyncio.to_thread(probe)
+
+    def __getattr__(self, name: str) -> Any:
+        target = getattr(self.backend, name)
+        if not callable(target):
+            return target
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(target, *args, **kwargs)
+
+        call.__name__ = name
+        return call
+
+    def __repr__(self) -> str:
+        return f"_Threaded({self.backend!r})"
