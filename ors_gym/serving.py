@@ -21,10 +21,15 @@ __all__ = ["ServerThread", "load_environment_classes", "quiet_sdk_logging", "ser
 
 
 def quiet_sdk_logging(level: str = "ERROR") -> None:
-    """SDK defaults, set before it is imported: no update check; only errors logged.
+    """SDK defaults, set just before ors_gym imports the SDK: no update check; only errors.
 
     The SDK logs every tool call at INFO and every agent mistake at WARNING: a line per
-    step in a training loop. Set ``OPENREWARD_LOG_LEVEL`` yourself to see them.
+    step in a training loop. It reads its log level from ``OPENREWARD_LOG_LEVEL`` when
+    it is imported and its update switch ``OPENREWARD_DISABLE_UPDATE_CHECK`` when a
+    server starts, and offers no other public switch, so these two variables are set,
+    only where the user has not set them, and only by the code that is about to import
+    the SDK (serving, the in-process backend, a bundled class's first load), never by
+    ``import ors_gym``. Set ``OPENREWARD_LOG_LEVEL`` yourself to see the SDK's lines.
     """
     os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
     os.environ.setdefault("OPENREWARD_LOG_LEVEL", level)
