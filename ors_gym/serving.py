@@ -146,7 +146,8 @@ def serve_forever(environments: Sequence[str | type], host: str, port: int) -> N
     sdk = _require_sdk()
     import uvicorn
 
-    server = sdk.Server(load_environment_classes(environments))
+    classes = load_environment_classes(environments)
+    server = sdk.Server(classes)
     config = uvicorn.Config(
         server.app, host=host, port=port, log_level="warning", timeout_keep_alive=60
     )
@@ -158,7 +159,7 @@ def serve_forever(environments: Sequence[str | type], host: str, port: int) -> N
         await original_startup(sockets)
         if uv.servers:
             bound = uv.servers[0].sockets[0].getsockname()
-            names = ", ".join(c.__name__.lower() for c in server._env_classes.values())
+            names = ", ".join(c.__name__.lower() for c in classes)
             print(f"ors-gym: serving {names} at http://{bound[0]}:{bound[1]}", flush=True)
 
     uv.startup = startup  # type: ignore[method-assign]
