@@ -19,8 +19,8 @@ env-step (the client process's CPU time over the timed steps), and errors (steps
 that raised, truncated or answered a wrong ``waited k``; must be 0).
 
 The delay is long (default 2,000 ms) on purpose: n sessions step n / delay
-times per second, and the four servers need about 2.3 ms of CPU per step, so a
-short delay measures server CPU, not latency, on a small machine.
+times per second, and the servers spend CPU on every step, so a short delay
+measures server CPU, not latency, on a small machine.
 
 Run: ``python -m benchmarks.bench_scale`` (``--n``, ``--servers``, ``--delay-ms``,
 ``--rounds`` steps per session, ``--json PATH``). Exits 1 on any error.

@@ -24,7 +24,7 @@ import gymnasium as gym
 from ors_gym.errors import OrsError, OrsProtocolError, OrsRequestError
 from ors_gym.formats import to_ors_messages
 from ors_gym.protocol import GroupScore, Message, MessageBlock, TextBlock, ToolResultBlock
-from ors_gym.wrappers.recording import trajectory_messages
+from ors_gym.trajectories import trajectory_messages
 
 __all__ = ["candidate", "score_group"]
 

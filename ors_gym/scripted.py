@@ -1,6 +1,7 @@
 """``ScriptedLLM``: a stand-in for a language model, for examples and tests.
 
-No model can be downloaded here, yet an LLM harness must be shown end to end.
+It lets an LLM harness be shown end to end, and tested, with no model to
+download and no endpoint to call.
 ``ScriptedLLM(format=...)`` answers like a model client would, in that
 client's output shape:
 

@@ -21,10 +21,15 @@ __all__ = ["ServerThread", "load_environment_classes", "quiet_sdk_logging", "ser
 
 
 def quiet_sdk_logging(level: str = "ERROR") -> None:
-    """SDK defaults, set before it is imported: no update check; only errors logged.
+    """SDK defaults, set just before ors_gym imports the SDK: no update check; only errors.
 
     The SDK logs every tool call at INFO and every agent mistake at WARNING: a line per
-    step in a training loop. Set ``OPENREWARD_LOG_LEVEL`` yourself to see them.
+    step in a training loop. It reads its log level from ``OPENREWARD_LOG_LEVEL`` when
+    it is imported and its update switch ``OPENREWARD_DISABLE_UPDATE_CHECK`` when a
+    server starts, and offers no other public switch, so these two variables are set,
+    only where the user has not set them, and only by the code that is about to import
+    the SDK (serving, the in-process backend, a bundled class's first load), never by
+    ``import ors_gym``. Set ``OPENREWARD_LOG_LEVEL`` yourself to see the SDK's lines.
     """
     os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
     os.environ.setdefault("OPENREWARD_LOG_LEVEL", level)
@@ -141,7 +146,8 @@ def serve_forever(environments: Sequence[str | type], host: str, port: int) -> N
     sdk = _require_sdk()
     import uvicorn
 
-    server = sdk.Server(load_environment_classes(environments))
+    classes = load_environment_classes(environments)
+    server = sdk.Server(classes)
     config = uvicorn.Config(
         server.app, host=host, port=port, log_level="warning", timeout_keep_alive=60
     )
@@ -153,7 +159,7 @@ def serve_forever(environments: Sequence[str | type], host: str, port: int) -> N
         await original_startup(sockets)
         if uv.servers:
             bound = uv.servers[0].sockets[0].getsockname()
-            names = ", ".join(c.__name__.lower() for c in server._env_classes.values())
+            names = ", ".join(c.__name__.lower() for c in classes)
             print(f"ors-gym: serving {names} at http://{bound[0]}:{bound[1]}", flush=True)
 
     uv.startup = startup  # type: ignore[method-assign]

@@ -75,7 +75,7 @@ logger = logging.getLogger("ors_gym")
 ALGOS = ("PPO", "A2C", "DQN")
 
 #: Training steps of the default run (PPO, vector observations): enough for the bundled
-#: GridWorld to be solved on nearly every held-out task, in about a minute on 2 CPU cores.
+#: GridWorld to be solved on nearly every held-out task.
 DEFAULT_STEPS = 30_000
 
 #: Per-algorithm SB3 keyword arguments, tuned for small discrete tasks such as GridWorld.

@@ -60,7 +60,9 @@ class Elapsed(float):
     """A duration in seconds that compares equal to any other ``Elapsed``.
 
     Timings are measurements, not part of an episode's content: two identical
-    steps must have equal infos (Gymnasium's ``check_env`` compares them).
+    steps must have equal infos (Gymnasium's ``check_env`` compares them). As
+    every ``Elapsed`` equals every other, all share one hash (equal values must
+    hash alike), so a set or dict key holds at most one of them.
     """
 
     def __eq__(self, other: object) -> bool:
@@ -69,7 +71,8 @@ class Elapsed(float):
     def __ne__(self, other: object) -> bool:
         return not isinstance(other, Elapsed)
 
-    __hash__ = float.__hash__
+    def __hash__(self) -> int:
+        return hash(Elapsed)
 
 
 class Turn:

@@ -48,6 +48,7 @@ from ors_gym._compat import httpcore as compat_httpcore  # noqa: E402
 from ors_gym._compat import httpx_sse as compat_httpx_sse  # noqa: E402
 from ors_gym._compat import openreward as compat_openreward  # noqa: E402
 from ors_gym._compat import pydantic as compat_pydantic  # noqa: E402
+from ors_gym._compat import re as compat_re  # noqa: E402
 from ors_gym._compat import sse_starlette as compat_sse  # noqa: E402
 from ors_gym._compat import structlog as compat_structlog  # noqa: E402
 from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
@@ -158,8 +159,8 @@ def test_compat_modules_named_after_libraries_do_not_shadow_them() -> None:
     import pydantic
 
     here = str(Path(compat_asyncio.__file__).resolve().parent)
-    for name in ("asyncio", "gymnasium", "httpcore", "openreward", "pydantic", "sse_starlette",
-                 "structlog"):
+    for name in ("asyncio", "gymnasium", "httpcore", "openreward", "pydantic", "re",
+                 "sse_starlette", "structlog"):
         module = importlib.import_module(name)
         assert module.__file__ is not None and not module.__file__.startswith(here), name
     assert compat_asyncio.asyncio is asyncio
@@ -421,6 +422,47 @@ def test_without_the_private_functions_a_running_loop_cannot_be_set_aside(
     assert [n.split(":")[0] for n in fallback_log()] == [
         "asyncio._get_running_loop", "asyncio._set_running_loop",
     ]
+
+
+# -- re: the regex parser ------------------------------------------------------------------
+
+
+def test_python_is_inside_the_range_the_regex_parser_was_verified_on() -> None:
+    low, below = compat_re.VERIFIED
+    assert low <= sys.version_info[:2] < below, (
+        f"Python {sys.version_info[:2]} is outside {compat_re.VERIFIED}: check re._parser's "
+        "parse() and tree shape, then widen ors_gym/_compat/re.py"
+    )
+    assert compat_re._PARSER is not None
+
+
+def test_the_parse_tree_has_the_shape_the_sampler_walks() -> None:
+    tree = compat_re.parse_tree(r"^(cat|dog)[0-9]{2}x*$")
+    assert tree is not None
+    ops = [str(op) for op, _ in tree]
+    assert ops == ["AT", "SUBPATTERN", "MAX_REPEAT", "MAX_REPEAT", "AT"]
+    group, _, _, branch = tree[1][1]  # the SUBPATTERN: (group, add flags, del flags, body)
+    assert group == 1 and str(branch[0][0]) == "BRANCH"
+    with pytest.raises(re.error):
+        compat_re.parse_tree("(unclosed")
+
+
+def test_outside_its_range_patterns_draw_only_from_default_and_examples(
+    monkeypatch: pytest.MonkeyPatch, fallback_log: Callable[[], list[str]],
+) -> None:
+    import numpy as np
+
+    from ors_gym.schema.regex import pattern_sampler
+    from ors_gym.schema.resolve import SchemaError
+
+    monkeypatch.setattr(compat_re, "_PARSER", None)
+    schema = {"pattern": "^[a-z]{3}$", "examples": ["abc", "TOO LONG", "xyz"]}
+    sample = pattern_sampler("^[a-z]{3}$", 0, 10, schema)
+    rng = np.random.default_rng(0)
+    assert {sample(rng, 0) for _ in range(50)} == {"abc", "xyz"}
+    with pytest.raises(SchemaError, match="'default' or 'examples'"):
+        pattern_sampler("^[a-z]{3}$", 0, 10, {})
+    assert len(fallback_log()) == 1 and "re._parser" in fallback_log()[0]
 
 
 # -- pydantic ------------------------------------------------------------------------------

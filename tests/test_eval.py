@@ -14,8 +14,7 @@ import pytest
 
 from ors_gym.cli import main
 from ors_gym.eval import evaluate, format_summary, mean_interval
-from ors_gym.wrappers import read_trajectories
-from ors_gym.wrappers.recording import FORMAT, trajectory_messages
+from ors_gym.trajectories import FORMAT, read_trajectories, trajectory_messages
 from tests._openai_server import OpenAIServer
 
 pytest.importorskip("openai")

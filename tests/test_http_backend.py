@@ -498,7 +498,7 @@ def test_dead_server_is_a_connection_error() -> None:
 
 
 def test_refused_connection_fails_at_once() -> None:
-    # Issue 18: with the default retries a refused connection was retried for ~15 s.
+    # With the default retries, a refused connection is not retried: it fails at once.
     from ors_gym import OrsEnv
     from ors_gym.backends.http import AsyncHttpBackend
 

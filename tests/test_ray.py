@@ -213,7 +213,7 @@ def test_rollout_of_200_episodes_over_two_servers(
     cluster: None, servers: list[ServerThread]
 ) -> None:
     from ors_gym.ray import Progress, rollouts
-    from ors_gym.wrappers import trajectory_messages
+    from ors_gym.trajectories import trajectory_messages
 
     urls = [s.url for s in servers]
     seen: list[dict[str, int]] = []

@@ -19,14 +19,10 @@ from ors_gym.formats import as_action
 from ors_gym.protocol import ImageBlock, TextBlock
 from ors_gym.scripted import ScriptedLLM
 from ors_gym.serving import ServerThread
+from ors_gym.trajectories import FORMAT, read_trajectories, trajectory_messages
 from ors_gym.wrappers import DiscreteToolActions
 from ors_gym.wrappers.conversation import Conversation
-from ors_gym.wrappers.recording import (
-    FORMAT,
-    RecordTrajectories,
-    read_trajectories,
-    trajectory_messages,
-)
+from ors_gym.wrappers.recording import RecordTrajectories
 from tests._test_envs import Probe
 
 FAR = {"size": 5, "start": [0, 0], "goal": [4, 4]}  # eight moves from start to goal
@@ -254,3 +250,34 @@ def test_no_secret_reaches_a_trajectory(probe_url: str, tmp_path: Path) -> None:
     assert len(read_trajectories(path)) == 2
     assert SECRET not in text and API_KEY not in text  # ...but not the file
     assert probe_url.split("//")[1] in text  # the server is recorded, without credentials
+
+
+@pytest.mark.parametrize(
+    ("module", "name"),
+    [
+        ("ors_gym.wrappers.recording", "read_trajectories"),
+        ("ors_gym.wrappers.recording", "Episode"),
+        ("ors_gym.wrappers.recording", "FORMAT"),
+        ("ors_gym.wrappers.recording", "trajectory_messages"),
+        ("ors_gym.wrappers.recording", "episode_header"),
+        ("ors_gym.wrappers", "read_trajectories"),
+        ("ors_gym.wrappers", "trajectory_messages"),
+    ],
+)
+def test_the_old_paths_of_the_record_format_still_work_with_a_deprecation_warning(
+    module: str, name: str
+) -> None:
+    import importlib
+
+    import ors_gym.trajectories
+
+    with pytest.warns(DeprecationWarning, match=f"ors_gym.trajectories.{name}"):
+        value = getattr(importlib.import_module(module), name)
+    assert value is getattr(ors_gym.trajectories, name)
+
+
+def test_an_unknown_name_on_the_recording_module_is_still_an_attribute_error() -> None:
+    import ors_gym.wrappers.recording as recording
+
+    with pytest.raises(AttributeError, match="no_such_name"):
+        recording.no_such_name  # noqa: B018

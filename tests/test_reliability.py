@@ -75,7 +75,8 @@ from ors_gym.errors import (
     OrsToolError,
 )
 from ors_gym.serving import ServerThread
-from ors_gym.wrappers.recording import RecordTrajectories, read_trajectories
+from ors_gym.trajectories import read_trajectories
+from ors_gym.wrappers.recording import RecordTrajectories
 from tests._fault_servers import FastReaper, FaultyApp, UvicornThread, wait_for
 from tests._hostile import (
     FlakyProxy,

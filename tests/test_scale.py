@@ -21,8 +21,8 @@ from ors_gym.errors import OrsConnectionError
 
 CENSUS = "tests._test_envs:Census"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
-#: Sessions in the Ctrl-C tests (1,000 take about a minute each on 2 loaded cores; the
-#: same script at 1,000 is what the figures of issue 15 were checked with).
+#: Sessions in the Ctrl-C tests: fewer than the benchmark's 1,000, for the suite's time;
+#: the script is the same at any count.
 N_INTERRUPT = 200
 
 

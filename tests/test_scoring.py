@@ -14,8 +14,9 @@ from ors_gym.protocol import Message, TextBlock, ToolCallBlock
 from ors_gym.scoring import _downgrade, candidate, score_group
 from ors_gym.scripted import ScriptedLLM
 from ors_gym.serving import ServerThread
+from ors_gym.trajectories import read_trajectories
 from ors_gym.wrappers.conversation import Conversation
-from ors_gym.wrappers.recording import RecordTrajectories, read_trajectories
+from ors_gym.wrappers.recording import RecordTrajectories
 
 TASK = Judged.list_tasks("train")[0]  # a desk lamp: bright, adjustable, energy; 30 words
 TEXTS = [

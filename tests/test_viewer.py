@@ -18,9 +18,9 @@ import pytest
 
 from ors_gym.cli import main
 from ors_gym.eval import evaluate
+from ors_gym.trajectories import read_trajectories
 from ors_gym.viewer import env_html, episode_html, report_html, write_report
 from ors_gym.viewer.transcript import has_error
-from ors_gym.wrappers import read_trajectories
 from tests._browser import CHROMIUM, Browser
 from tests._openai_server import OpenAIServer
 
@@ -162,7 +162,7 @@ def test_envs_and_recorded_episodes_show_as_html_in_jupyter(tmp_path: Path) -> N
 
     from ors_gym import AsyncOrsEnv, OrsEnv
     from ors_gym.envs.gridworld import GridWorld
-    from ors_gym.wrappers import RecordTrajectories, read_trajectories
+    from ors_gym.wrappers import RecordTrajectories
 
     env = OrsEnv(env_class=GridWorld)
     try:

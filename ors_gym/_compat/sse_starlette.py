@@ -2,8 +2,8 @@
 
 sse-starlette 2.x (the SDK pins 2.3.6) waits for shutdown on one global
 Event bound to the first event loop that used it, so every SSE answer of any
-later server in the process, on another loop, fails (sse-starlette issue
-#140, fixed in 3.0). Inside ``VERIFIED`` the private
+later server in the process, on another loop, fails (fixed in 3.0, see
+https://github.com/sysid/sse-starlette/issues/140). Inside ``VERIFIED`` the private
 ``EventSourceResponse._listen_for_exit_signal`` is replaced by one that polls
 the shared exit flag, as sse-starlette 3 does; from 3.0 on nothing is needed;
 elsewhere nothing is patched (one SSE-serving loop per process).

@@ -1,7 +1,9 @@
 """ORS environments bundled with ors_gym, written with the openreward SDK.
 
 Each class lives in its own module and imports the SDK; this package module
-does not, so ``import ors_gym`` works without the ``local`` extra. Classes are
+does not, so ``import ors_gym`` works without the ``local`` extra, and
+importing it changes no environment variable (the SDK's quiet defaults are set
+when a class is first loaded, see ``ors_gym.serving.quiet_sdk_logging``). Classes are
 imported on first attribute access (``ors_gym.envs.GridWorld``), and
 ``BUNDLED`` maps each class name to its ``module:Class`` spec for
 ``ors_gym.serving.load_environment_classes`` and the gym registry
@@ -14,9 +16,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ors_gym.serving import quiet_sdk_logging
-
-# Runs before any submodule body: the SDK reads these variables when it is imported.
-quiet_sdk_logging()
 
 if TYPE_CHECKING:
     from ors_gym.envs.counter import Counter
@@ -75,6 +74,7 @@ def __getattr__(name: str) -> Any:
     if spec is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module_name, _, attr = spec.partition(":")
+    quiet_sdk_logging()  # before the class's module imports the SDK, which reads it then
     cls = getattr(importlib.import_module(module_name), attr)
     globals()[name] = cls
     return cls

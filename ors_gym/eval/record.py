@@ -2,7 +2,7 @@
 
 ``RecordTrajectories`` wraps a blocking ``gym.Env``; the evaluation drives
 ``AsyncOrsEnv`` on one event loop, so it builds the same record here: the
-fields :func:`ors_gym.wrappers.read_trajectories` readers (the viewer,
+fields :func:`ors_gym.trajectories.read_trajectories` readers (the viewer,
 ``trajectory_messages``, group scoring) expect, plus what an evaluation adds:
 ``model``, per-step and per-episode ``usage`` (token counts, where the
 endpoint reports them), ``seconds``, and ``error`` (``{"reason", "message"}``)
@@ -18,7 +18,7 @@ from typing import Any
 
 from ors_gym._json import plain
 from ors_gym.formats import StepExchange
-from ors_gym.wrappers.recording import ImageMode, episode_header, step_record
+from ors_gym.trajectories import ImageMode, episode_header, step_record
 
 __all__ = ["EpisodeRecord", "add_usage"]
 

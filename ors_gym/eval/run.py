@@ -260,8 +260,7 @@ def _env_kwargs(env_id: str, overrides: Mapping[str, Any] | None) -> tuple[dict[
                                                                           dict[str, Any]]:
     """``(where, options)``: the backend's ``base_url``/``env_class``/``env_name`` and the
     ``EnvSettings`` options of the registered id ``env_id``, with ``overrides`` applied."""
-    import ors_gym  # noqa: F401 - registers the ors/... ids
-
+    # The ors/... ids are registered: importing this module ran ors_gym/__init__ first.
     if env_id not in gym.registry:
         known = sorted(k for k in gym.registry if k.startswith("ors"))
         raise ValueError(f"unknown environment id {env_id!r}; registered ORS ids: {known}")

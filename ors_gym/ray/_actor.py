@@ -33,7 +33,8 @@ import gymnasium as gym
 from ors_gym.async_env import AsyncOrsEnv, make_async_backend
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.settings import EnvSettings
-from ors_gym.wrappers import Conversation, RecordTrajectories, read_trajectories
+from ors_gym.trajectories import read_trajectories
+from ors_gym.wrappers import Conversation, RecordTrajectories
 
 __all__ = ["INPUTS", "RolloutWorker"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ors_gym.wrappers.recording import FORMAT
+from ors_gym.trajectories import FORMAT
 
 __all__ = ["Job", "cause", "failed_record", "rollout_info"]
 

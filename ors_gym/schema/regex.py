@@ -1,15 +1,16 @@
 """Strings that match a JSON Schema ``pattern``, drawn from the regex's parse tree.
 
-Python's own regex parser (``re._parser``) turns the pattern into a tree of
-literals, classes, branches and repeats; walking it with a random generator
-gives candidate strings. The walk is best effort (anchors and lookarounds emit
-nothing, repeats are capped), so every candidate is checked with ``re.search``
-and a known-good string stands in when a few draws in a row miss.
+Python's own regex parser (reached through ``ors_gym._compat.re``) turns the
+pattern into a tree of literals, classes, branches and repeats; walking it with
+a random generator gives candidate strings. The walk is best effort (anchors
+and lookarounds emit nothing, repeats are capped), so every candidate is
+checked with ``re.search`` and a known-good string stands in when a few draws
+in a row miss. Where the parser is unavailable, the schema's ``default`` and
+``examples`` are the known-good strings drawn.
 """
 
 from __future__ import annotations
 
-import importlib
 import re
 import string
 from collections.abc import Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ors_gym._compat.re import parse_tree
 from ors_gym.schema.resolve import SchemaError
 
 __all__ = ["pattern_sampler"]
@@ -42,7 +44,7 @@ def pattern_sampler(
     fallbacks. Raises :class:`SchemaError` when no matching string can be found."""
     try:
         regex = re.compile(pattern)
-        parsed = _sre_parser().parse(pattern)
+        parsed = parse_tree(pattern)
     except Exception as exc:  # re.error, or a parser quirk
         raise SchemaError(f"cannot use pattern {pattern!r}: {exc}") from None
 
@@ -51,29 +53,26 @@ def pattern_sampler(
 
     fallbacks = [v for v in [schema.get("default"), *(schema.get("examples") or ())] if ok(v)]
     probe = np.random.default_rng(0)
-    for _ in range(_PROBES):
+    for _ in range(_PROBES if parsed is not None else 0):
         value = _regex_sample(parsed, probe)
         if ok(value):
             fallbacks.append(value)
             break
     if not fallbacks:
-        raise SchemaError(f"cannot generate strings matching pattern {pattern!r}")
+        hint = "" if parsed is not None else (
+            " (this Python's regex parser is not available to ors_gym: give the schema a "
+            "'default' or 'examples' that match)"
+        )
+        raise SchemaError(f"cannot generate strings matching pattern {pattern!r}{hint}")
 
     def sample_pattern(rng: np.random.Generator, depth: int) -> str:
-        for _ in range(_DRAWS):
+        for _ in range(_DRAWS if parsed is not None else 0):
             value = _regex_sample(parsed, rng)
             if ok(value):
                 return value
         return str(fallbacks[int(rng.integers(len(fallbacks)))])
 
     return sample_pattern
-
-
-def _sre_parser() -> Any:
-    try:
-        return importlib.import_module("re._parser")
-    except ImportError:  # pragma: no cover - Python < 3.11
-        return importlib.import_module("sre_parse")
 
 
 def _regex_sample(

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from ors_gym.viewer.page import STYLE
+from ors_gym.viewer.style import STYLE
 from ors_gym.viewer.transcript import episode_html as _episode
 
 __all__ = ["env_html", "episode_html"]

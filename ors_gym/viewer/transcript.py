@@ -150,7 +150,7 @@ def episode_html(record: Mapping[str, Any]) -> str:
 
     A ``<section class="episode">`` with ``data-reward``, ``data-error``
     (``1``/``0``) and ``data-episode`` attributes, the viewer's sort and
-    filter keys; styled by :data:`ors_gym.viewer.page.STYLE`.
+    filter keys; styled by :data:`ors_gym.viewer.style.STYLE`.
     """
     number = record.get("episode", "?")
     error = has_error(record)
