@@ -144,14 +144,7 @@ DRIFT = {
 
 #: Files other engineers are changing now, with the drift they still carry: to be emptied
 #: as those files are cleaned, never added to.
-PENDING = {
-    "ors_gym/backends/http/_ops.py": {"a machine path"},
-    "ors_gym/backends/http/_pool.py": {"a CPU share"},
-    "ors_gym/backends/http/_http11.py": {"a CPU share"},
-    "ors_gym/_compat/httpcore.py": {"a CPU share"},
-    "benchmarks/bench_vector.py": {"an issue number"},
-    "benchmarks/bench_http.py": {"an issue number"},
-}
+PENDING: dict[str, set[str]] = {}
 
 
 def _prose(path: Path) -> Iterator[tuple[int, str]]:
