@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("skyrl_gym")
 
-import skyrl_gym  # noqa: E402
+import skyrl_gym
 
-from ors_gym.serving import ServerThread  # noqa: E402
-from ors_gym.skyrl import OrsTextEnv, register, rows  # noqa: E402
+from ors_gym.serving import ServerThread
+from ors_gym.skyrl import OrsTextEnv, register, rows
 
 
 def live(server: ServerThread) -> set[str]:

@@ -53,7 +53,7 @@ def _openai_tools(tools: ListToolsOutput) -> list[dict[str, Any]]:
     return tools_as(tools, "openai")
 
 
-class OrsTextEnv(BaseTextEnv):  # type: ignore[misc]
+class OrsTextEnv(BaseTextEnv):
     """An ORS environment for SkyRL (``register()`` makes it ``skyrl_gym.make``-able).
 
     ``extras`` (the dataset row): ``env_id`` (a ``gymnasium.make`` id), ``split``,

@@ -39,7 +39,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def python_type(schema: Mapping[str, Any]) -> Any:
     """The type hint whose ``get_json_schema`` rendering matches ``schema`` best."""
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return Literal[tuple(schema["enum"])]
     kind = schema.get("type")
     if isinstance(kind, list):
@@ -47,7 +47,9 @@ def python_type(schema: Mapping[str, Any]) -> Any:
         return Union[tuple(options)] if len(options) > 1 else options[0]  # noqa: UP007
     if kind == "array":
         items = schema.get("items")
-        return list[python_type(items)] if isinstance(items, Mapping) and items else list
+        if isinstance(items, Mapping) and items:
+            return list[python_type(items)]  # type: ignore[misc]
+        return list
     if kind == "null":
         return type(None)
     if isinstance(kind, str) and kind in _JSON_TO_PY:
@@ -93,9 +95,8 @@ def tool_function(
         pschema = pschema if isinstance(pschema, Mapping) else {}
         hint = python_type(pschema)
         default = inspect.Parameter.empty if pname in required else pschema.get("default")
-        parameters.append(
-            inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=hint)
-        )
+        kind = inspect.Parameter.KEYWORD_ONLY
+        parameters.append(inspect.Parameter(pname, kind, default=default, annotation=hint))
         annotations[pname] = hint
         text = pschema.get("description") or pschema.get("title") or pname
         doc_args.append(f"    {pname}: {_one_line(str(text))}")
