@@ -67,6 +67,31 @@ def test_generated_tools_give_back_the_environments_schemas(env_id: str) -> None
             assert g.get("enum") == p.get("enum"), (name, pname)
 
 
+def test_arrays_enums_and_nullable_parameters_survive_the_round_trip() -> None:
+    from ors_gym.trl._tools import tool_function
+
+    schema = {"type": "object", "required": ["tags"], "properties": {
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "Labels."},
+        "mode": {"enum": ["a", "b"], "type": "string", "description": "Which mode."},
+        "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None,
+                  "description": "At most this many\n  (or none)."},
+    }}
+    calls: list[dict[str, Any]] = []
+    function = tool_function("find-items", "Find items.", schema,
+                             lambda self, name, args: calls.append({name: args}) or "ok")
+    assert function is not None
+    got = get_json_schema(function)["function"]
+    assert got["name"] == "find-items" and got["description"] == "Find items."
+    props = got["parameters"]["properties"]
+    assert props["tags"] == {"type": "array", "items": {"type": "string"},
+                             "description": "Labels."}
+    assert props["mode"]["enum"] == ["a", "b"]
+    assert props["limit"]["type"] == "integer" and props["limit"].get("nullable") is True
+    assert props["limit"]["description"] == "At most this many (or none)."
+    assert got["parameters"]["required"] == ["tags"]
+    assert function(None, tags=["x"]) == "ok" and calls == [{"find-items": {"tags": ["x"]}}]
+
+
 def test_the_terminal_tool_grades_the_final_reply_and_is_no_method() -> None:
     spec = OrsSpec(QA, indices=[0, 1])
     assert spec.train_dataset["task_index"] == [0, 1]
@@ -121,6 +146,13 @@ def test_images_reach_a_multimodal_model_as_image_parts() -> None:
     assert [p["type"] for p in parts] == ["image", "text"]
     assert parts[0]["image"].size == (160, 160)
     assert [p["type"] for p in vision.move(direction="down")][-1] == "text"
+
+
+def test_rows_come_from_the_spec_split() -> None:
+    spec = OrsSpec(QA, split="test", indices=[0])
+    rollout = spec.environment_factory()
+    assert rollout.reset(task_index=0).startswith("What is the capital of Germany?")
+    rollout.env.close()
 
 
 def test_bad_arguments_are_explained() -> None:

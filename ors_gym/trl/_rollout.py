@@ -38,6 +38,7 @@ class OrsRollout:
     """
 
     _env_id: str = ""
+    _split: str | None = None
     _env_kwargs: Mapping[str, Any] = {}
     _multimodal: bool = False
     _terminal: TerminalToolSpec | None = None
@@ -61,8 +62,9 @@ class OrsRollout:
             options["task_spec"] = dict(row["task_spec"])
         elif task_index is not None:
             options["index"] = int(task_index)
-        if row.get("split") is not None:
-            options["split"] = str(row["split"])
+        split = row.get("split") or self._split
+        if split is not None:
+            options["split"] = str(split)
         observation, _ = env.reset(options=options)
         self._rewards = []
         self._finished = False
@@ -164,10 +166,12 @@ def rollout_class(
     terminal: TerminalToolSpec | None,
     env_kwargs: Mapping[str, Any],
     multimodal: bool,
+    split: str | None = None,
 ) -> type[OrsRollout]:
     """A subclass of ``OrsRollout`` with one method per visible tool of ``env_id``."""
     namespace: dict[str, Any] = {
         "_env_id": env_id,
+        "_split": split,
         "_env_kwargs": dict(env_kwargs),
         "_multimodal": multimodal,
         "_terminal": terminal,

@@ -156,7 +156,7 @@ class OrsSpec:
             made.close()
         self._rows[env_id] = rows
         self._classes[env_id] = rollout_class(
-            env_id, list(tools.values()), terminal, kwargs, self._multimodal
+            env_id, list(tools.values()), terminal, kwargs, self._multimodal, self.split
         )
 
     def _choose_rows(self, env_id: str, count: int) -> list[int]:
