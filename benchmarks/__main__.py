@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
-NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale")
+NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -42,6 +42,7 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
                  "full": {}},
         "scale": {"quick": {"n": 200, "delay_ms": 1000.0, "rounds": 2},
                   "default": {"rounds": 3}, "full": {}},
+        "trl": {"quick": {"rounds": 3}, "default": {}, "full": {}},
     }
     return table[name][mode]
 
@@ -127,6 +128,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "scaling": ("benchmarks.bench_scaling", _same),
     "soak": ("benchmarks.bench_soak", _summary_soak),
     "scale": ("benchmarks.bench_scale", _summary_scale),
+    "trl": ("benchmarks.bench_trl", _same),
 }
 
 

@@ -156,3 +156,14 @@ def test_entry_point_writes_json_and_chart(tmp_path: Path, capsys: pytest.Captur
 def test_entry_point_rejects_unknown_names(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         bench_main(["--only", "nope", "--out", str(tmp_path)])
+
+
+def test_trl_rows_compare_orsspec_with_openrewardspec() -> None:
+    pytest.importorskip("trl")
+    from benchmarks import bench_trl
+
+    rows = bench_trl.run(rounds=1, batch_ms=1.0)
+    _check_rows(rows, "trl")
+    assert [r["case"] for r in rows] == [bench_trl.TRL, bench_trl.ORS]
+    assert rows[0]["ratio"] == 1.0  # the baseline against itself
+    assert len(bench_trl.verdicts(rows)) == 1
