@@ -32,7 +32,12 @@ from ors_gym.errors import (
 from ors_gym.eval import aevaluate, evaluate
 from ors_gym.formats import as_action, tools_as
 from ors_gym.observations import decode_blocks
-from ors_gym.registration import register_bundled, register_hosted, register_server
+from ors_gym.registration import (
+    register_bundled,
+    register_class,
+    register_hosted,
+    register_server,
+)
 from ors_gym.secret import Secret
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
@@ -81,6 +86,7 @@ __all__ = [
     "make_env_fns",
     "parse_action",
     "register_bundled",
+    "register_class",
     "register_hosted",
     "register_server",
     "tools_as",

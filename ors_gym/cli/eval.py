@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 
+from ors_gym.cli._target import add_env_arguments, resolve_target
 from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
 
 __all__ = ["add_parser"]
@@ -27,7 +28,11 @@ def add_parser(subparsers: Subparsers) -> None:
         ),
     )
     positive = int_type("value", 1)
-    parser.add_argument("env_id", metavar="ENV_ID", help="gym id, e.g. ors/Math-v0")
+    parser.add_argument(
+        "env_id", metavar="ENV", nargs="?", default=None,
+        help="a registered gym id (ors/Math-v0), a 'module:Class' SDK environment (imported "
+        "from the current folder), or nothing with --env-url (the server's environment)",
+    )
     parser.add_argument("--model", required=True, help="model name, or 'scripted'")
     parser.add_argument("--base-url", default=None,
                         help="the endpoint's API root, e.g. http://127.0.0.1:8000/v1")
@@ -46,7 +51,9 @@ def add_parser(subparsers: Subparsers) -> None:
                         help="client retries per request (default: %(default)s)")
     parser.add_argument("--temperature", type=float, default=None, help="sampling temperature")
     parser.add_argument("--env-url", default=None,
-                        help="run the environment on this ORS server instead of its default")
+                        help="an ORS server: runs ENV there, or without ENV the environment "
+                        "it serves (--env-name picks one when it serves several)")
+    add_env_arguments(parser)
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run)
 
@@ -57,13 +64,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
     logging.getLogger("ors_gym").addHandler(logging.NullHandler())
-    env_options = {"base_url": args.env_url} if args.env_url else None
+    target = resolve_target(args.env_id, args.env_url, args.env_name)
     try:
         summary = evaluate(
-            args.env_id, args.model, args.base_url, episodes=args.episodes,
+            target.env_id, args.model, args.base_url, episodes=args.episodes,
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
-            temperature=args.temperature, env_options=env_options,
+            temperature=args.temperature, env_options=target.options or None,
             progress=not args.no_progress_bar,
         )
     except ValueError as exc:
