@@ -75,9 +75,12 @@ class RetryBudget:
     starting_ride_out: float
     started: float
     attempts: int = 0
+    #: Failed attempts so far, "starting" answers included.
+    tries: int = 0
 
     def next_delay(self, hint: RetryHint | None, now: float) -> float | None:
         """Seconds to wait before the next attempt, or None to give up."""
+        self.tries += 1
         retry_after = hint.retry_after if hint is not None else None
         if hint is not None and hint.starting:
             remaining = self.starting_ride_out - (now - self.started)
@@ -90,3 +93,21 @@ class RetryBudget:
             return None
         delay = self.backoff * 2 ** (self.attempts - 1) if retry_after is None else retry_after
         return max(0.0, min(delay, MAX_DELAY))
+
+    def first_retry(self) -> bool:
+        """Whether the delay just given is this request's first retry (not a "starting" wait)."""
+        return self.attempts == 1 and self.tries == 1
+
+    def backoff_left(self) -> float:
+        """Seconds of backoff the retries still left would wait at most (no Retry-After)."""
+        return sum(
+            min(self.backoff * 2 ** (n - 1), MAX_DELAY)
+            for n in range(self.attempts + 1, self.max_retries + 1)
+        )
+
+    def given_up(self, now: float) -> str:
+        """What a final error ends with: how many tries over how long, and the option."""
+        return (
+            f"gave up after {self.tries} tries over {now - self.started:.1f} s "
+            f"(max_retries={self.max_retries}: the env option max_retries sets it)"
+        )
