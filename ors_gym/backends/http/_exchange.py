@@ -421,6 +421,14 @@ class Exchange:
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsConnectionError:
         """The error for a request that got no answer (refused, timed out, dropped)."""
         s = self.settings
+        if s.hosted:
+            error = OrsTimeoutError if failure.kind == "connect_timeout" else OrsConnectionError
+            return error(
+                f"{what}: cannot reach the OpenReward {s.hosted_note()} "
+                f"({failure.error_type}: {failure.detail}); check the network and those "
+                "variables",
+                **where.kw(),
+            )
         if failure.kind == "connect_timeout":
             return OrsTimeoutError(
                 f"cannot reach the ORS server at {s.location}: no connection within "
