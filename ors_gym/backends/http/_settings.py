@@ -246,7 +246,9 @@ def configure(
         )
     return Settings(location=location, owner=owner, basic_auth=basic_auth, api_key=api_key,
                     deployment=deployment, variant=variant,
-                    headers=tuple((headers or {}).items()), **sources, **options)
+                    headers=tuple((headers or {}).items()),
+                    location_source=sources.get("location_source", "base_url"),
+                    key_source=sources.get("key_source", ""), **options)
 
 
 def url_of(location: str, path: str) -> str:
