@@ -156,6 +156,7 @@ def test_an_unreachable_endpoint_exits_1_and_is_not_scored(
     assert summary["failed_episodes"] == 3 and summary["scored_episodes"] == 0
     assert math.isnan(summary["mean_reward"])  # not 0.0: nothing was scored
     assert "3 failed outside the model, not scored" in out
+    assert "n/a (no episode scored)" in out and "nan" not in out
 
 
 def test_max_errors_is_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

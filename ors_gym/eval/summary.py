@@ -128,6 +128,8 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         ("success rate", f"{summary['success_rate']:.1%}"),
         ("mean turns", f"{summary['mean_turns']:.2f}"),
     ]
+    if not summary.get("scored_episodes", summary["episodes"]):
+        rows[3:6] = [(name, "n/a (no episode scored)") for name, _ in rows[3:6]]
     errors = summary.get("errors") or {}
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in errors.items()) or "none"))
     if summary.get("usage"):
