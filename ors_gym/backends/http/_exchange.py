@@ -24,7 +24,13 @@ from ors_gym.backends.http._codec import (
     error_detail,
     status_error,
 )
-from ors_gym.backends.http._retry import SAFE_BEFORE_ACK, RetryBudget, RetryHint, retry_hint
+from ors_gym.backends.http._retry import (
+    SAFE_BEFORE_ACK,
+    RetryBudget,
+    RetryHint,
+    retry_delay,
+    retry_hint,
+)
 from ors_gym.backends.http._settings import Settings, Where, origin, url_of
 from ors_gym.backends.http._sse import HEARTBEAT_S, StreamAssembler
 from ors_gym.backends.http._steps import (
@@ -55,10 +61,6 @@ MAX_REDIRECTS = 5
 _CREDENTIALS = frozenset({"authorization", "x-api-key", "x-secrets", "cookie"})
 
 logger = logging.getLogger("ors_gym.http")
-
-
-#: How a retryable status's error ends; replaced by the tries and time once they are known.
-_RAN_OUT = "; retries ran out"
 
 
 class Exchange:
@@ -104,29 +106,6 @@ class Exchange:
             starting_ride_out=s.starting_ride_out if ride_out is None else ride_out,
             started=self.clock(),
         )
-
-    def _retry_delay(
-        self, budget: RetryBudget, hint: RetryHint | None, failure: OrsError, what: str
-    ) -> float:
-        """Seconds before resending after ``failure``; raises it, saying how many tries over
-        how long, once the budget is spent. The first retry is logged at WARNING: a server
-        that stops answering shows before the retries run out."""
-        delay = budget.next_delay(hint, self.clock())
-        said = failure.message.removesuffix(_RAN_OUT)
-        if delay is None:
-            if budget.tries > 1:
-                ran_out = _RAN_OUT + ":" if failure.message.endswith(_RAN_OUT) else ";"
-                failure.message = f"{said}{ran_out} {budget.given_up(self.clock())}"
-                failure.args = (failure.message,)
-            raise failure
-        if budget.first_retry():
-            logger.warning(
-                "%s; retrying the %s in %.1f s, up to %d more times over about %.1f s "
-                "(max_retries=%d) %s",
-                said, what, delay, budget.max_retries, delay + budget.backoff_left(),
-                budget.max_retries, str(failure).removeprefix(failure.message).strip(),
-            )
-        return delay
 
     def _detail(self, body: bytes) -> str:
         return error_detail(body, hide=self.settings.api_key)
@@ -202,7 +181,7 @@ class Exchange:
                 hint = retry_hint(status, reply.headers)
                 if hint is None:
                     raise failure
-            delay = self._retry_delay(budget, hint, failure, what)
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             if end is not None:
                 if self.clock() + delay >= end:
                     raise failure
@@ -257,7 +236,7 @@ class Exchange:
                 failure = self.transport_error(what, where, reply)
                 if reply.kind == "refused":
                     raise failure
-            delay = self._retry_delay(budget, hint, failure, what)
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             logger.debug("POST /create_session: %s; retrying in %.2f s", failure.message, delay)
             yield Sleep(delay)
 
@@ -338,7 +317,7 @@ class Exchange:
                     "(it could run twice); the episode's state is uncertain, call reset()",
                     **where.kw(),
                 )
-            delay = self._retry_delay(budget, hint, failure, what)
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             if deadline is not None:
                 delay = min(delay, max(deadline - self.clock(), 0.0))
             logger.debug("POST %s: %s; %s in %.2f s", path, failure.message,
