@@ -9,6 +9,9 @@ is a usage error: one line naming the ids it can train and with which
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from ors_gym.cli._target import add_env_arguments, resolve_target
 from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
@@ -93,6 +96,23 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_run)
 
 
+class _QuietProbe(logging.Filter):
+    """Drops what probing environments for trainability logs (each wrapper it tries)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("DiscreteToolActions:")
+
+
+@contextmanager
+def _quiet_probe() -> Iterator[None]:
+    logger, quiet = logging.getLogger("ors_gym"), _QuietProbe()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _trainable_ids() -> str:
     """``ors/GridWorld-v0 (--obs vector, image or text), ...``: the bundled ids ``train``
     accepts, each with the observations it works with (checked in this process)."""
@@ -101,7 +121,8 @@ def _trainable_ids() -> str:
     listed = []
     for name in BUNDLED:
         env_id = f"ors/{name}-v0"
-        observations = trainable_observations(env_id)
+        with _quiet_probe():
+            observations = trainable_observations(env_id)
         if observations:
             choices = " or ".join(", ".join(observations).rsplit(", ", 1))
             listed.append(f"{env_id} (--obs {choices})")
@@ -114,7 +135,8 @@ def _auto_obs(env_id: str, base_url: str | None) -> str:
     reason = ""
     for obs in OBSERVATIONS:
         try:
-            check_trainable(env_id, obs=obs, base_url=base_url)
+            with _quiet_probe():
+                check_trainable(env_id, obs=obs, base_url=base_url)
         except NotTrainableError as exc:
             reason = exc.reason
             continue
@@ -137,20 +159,21 @@ def _run(args: argparse.Namespace) -> int:
     if obs == "auto":
         obs = _auto_obs(env_id, base_url)
     try:
-        results = train(
-            env_id=env_id,
-            algo=args.algo,
-            steps=args.steps,
-            seed=args.seed,
-            base_url=base_url,
-            obs=obs,
-            n_envs=args.n_envs,
-            out_dir=args.out_dir,
-            eval_episodes=args.eval_episodes,
-            progress_bar=not args.no_progress_bar,
-            max_episode_steps=args.max_episode_steps,
-            tensorboard=args.tensorboard,
-        )
+        with _quiet_probe():  # the wrappers' notes on what they leave out: train checked it
+            results = train(
+                env_id=env_id,
+                algo=args.algo,
+                steps=args.steps,
+                seed=args.seed,
+                base_url=base_url,
+                obs=obs,
+                n_envs=args.n_envs,
+                out_dir=args.out_dir,
+                eval_episodes=args.eval_episodes,
+                progress_bar=not args.no_progress_bar,
+                max_episode_steps=args.max_episode_steps,
+                tensorboard=args.tensorboard,
+            )
     except NotTrainableError as exc:
         trainable = _trainable_ids()
         raise UsageError(

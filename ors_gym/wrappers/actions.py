@@ -281,11 +281,20 @@ def _warn_left_out_terminal(env: gym.Env[Any, Any]) -> None:
     terminal = getattr(space, "terminal_tool", None)
     if terminal is None:
         return
+    key = (getattr(env.unwrapped, "env_name", None), terminal.name)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
     what = f"its argument {terminal.arg!r} is free text" if terminal.arg else "it is hidden"
     logger.warning(
-        "DiscreteToolActions: the terminal tool %r is not among the actions (%s), so no "
-        "action may end the episode; add its calls with calls=[...]", terminal.name, what,
+        "DiscreteToolActions: the terminal tool %r is not among the actions (%s), so an "
+        "agent cannot end an episode through it; add its calls with calls=[...]",
+        terminal.name, what,
     )
+
+
+#: (environment, terminal tool) pairs already warned about: once per process is enough.
+_WARNED: set[tuple[str | None, str]] = set()
 
 
 def _describe(call: Mapping[str, Any]) -> str:
