@@ -24,7 +24,12 @@ from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.backends.local import AsyncLocalBackend, LocalBackend
 from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsError
-from ors_gym.registration import register_bundled, register_hosted, register_server
+from ors_gym.registration import (
+    register_bundled,
+    register_class,
+    register_hosted,
+    register_server,
+)
 from ors_gym.secret import Secret
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import AnyImage, AnyText, ToolCallSpace
@@ -54,6 +59,7 @@ __all__ = [
     "aevaluate",
     "evaluate",
     "register_bundled",
+    "register_class",
     "register_hosted",
     "register_server",
 ]

@@ -30,7 +30,7 @@ RESULTS_NOTES = {
         "one entry per finished training episode, in order: the timestep it ended at, its "
         "return and its length; played on train_split by the exploring (stochastic) policy"
     ),
-    "random/before/trained": (
+    "random/untrained/trained": (
         "evaluation on eval_split, episode i on task i mod num_tasks: a uniformly random "
         "policy, the untrained model and the trained model (deterministic actions)"
     ),
@@ -87,7 +87,7 @@ def save_curve(
         )
     rows = (
         ("random", "random policy", "tab:red"),
-        ("before", "untrained policy", "tab:orange"),
+        ("untrained", "untrained policy", "tab:orange"),
         ("trained", "trained policy", "tab:green"),
     )
     for row, name, colour in rows:
@@ -111,10 +111,10 @@ def save_curve(
 
 
 def log_evaluations(model: Any, results: dict[str, Any]) -> str:
-    """Write the random/before/trained figures through SB3's logger (``eval/...``);
+    """Write the random/untrained/trained figures through SB3's logger (``eval/...``);
     returns the run's TensorBoard folder."""
     logger_ = model.logger
-    for row in ("random", "before", "trained"):
+    for row in ("random", "untrained", "trained"):
         for figure in ("success_rate", "mean_return", "mean_length"):
             logger_.record(f"eval/{row}/{figure}", results[row][figure])
     logger_.dump(model.num_timesteps)
@@ -122,11 +122,11 @@ def log_evaluations(model: Any, results: dict[str, Any]) -> str:
 
 
 def format_table(results: dict[str, Any]) -> str:
-    """The random / before / trained rows of ``train``'s results as a text table."""
+    """The random / untrained / trained rows of ``train``'s results as a text table."""
     lines = [
         f"{'policy':<10} {'success rate':>12} {'mean return':>12} {'mean length':>12}",
     ]
-    for row in ("random", "before", "trained"):
+    for row in ("random", "untrained", "trained"):
         figures = results.get(row)
         if figures is None:
             continue

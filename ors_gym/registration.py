@@ -5,14 +5,23 @@ The scheme:
 - ``ors/<Class>-v0``: a bundled environment, hosted in this process
   (``import ors_gym`` registers them; ``gym.make(id, base_url=...)`` uses a
   server instead).
+- ``ors/<Class>-v0`` too for your own SDK environment class, added by
+  :func:`register_class` (hosted in this process, like a bundled one).
 - ``ors/Remote-v0``: any environment of any server, chosen at ``gym.make``
   with ``base_url=`` and ``env_name=``.
 - ``ors-remote/<Name>-v0`` (another ``namespace=`` if you like): one id per
   environment a running server lists, added by :func:`register_server`. The
-  namespace says "over HTTP", and ``<Name>`` takes the bundled class's casing
-  when the server's name is a bundled environment's (``math`` ->
-  ``ors-remote/Math-v0``), so a remote id never differs from an in-process one
-  by case alone. ``ors-gym list`` shows every id with where it runs.
+  namespace says "over HTTP".
+
+``<Class>`` and ``<Name>`` follow one rule: the class name as written. A server
+lists its environments by lower-cased class name, so a remote id takes the
+casing of a class this process knows by that name (bundled, or given to
+:func:`register_class`: ``math`` -> ``ors-remote/Math-v0``); for a class this
+process has never seen, the server's name is all there is
+(``colorquiz`` -> ``ors-remote/colorquiz-v0``; call ``register_class`` on the
+class first, or pass your own ids to ``gym.register``, to get its casing). A
+remote id thus never differs from an in-process one by case alone.
+``ors-gym list`` shows every id with where it runs.
 - ``openreward/<Namespace>.<name>-v0`` (``...<name>.<variant>-v0`` with a
   variant): a hosted OpenReward deployment ``Namespace/name``, added by
   :func:`register_hosted`. ``gym.make("ors/Remote-v0", deployment="Namespace/name")``
@@ -38,6 +47,7 @@ __all__ = [
     "gym_name",
     "hosted_id",
     "register_bundled",
+    "register_class",
     "register_hosted",
     "register_server",
     "remote_id",
@@ -82,8 +92,71 @@ def remote_id(name: str, namespace: str = REMOTE_NAMESPACE) -> str:
     """
     from ors_gym.envs import BUNDLED
 
-    bundled = next((cls for cls in BUNDLED if cls.lower() == name.lower()), None)
-    return f"{namespace}/{bundled or gym_name(name)}-v0"
+    known = [*BUNDLED, *_CLASS_NAMES]
+    cased = next((cls for cls in known if cls.lower() == name.lower()), None)
+    return f"{namespace}/{gym_name(cased or name)}-v0"
+
+
+#: Names of the classes given to :func:`register_class`, as written (for :func:`remote_id`).
+_CLASS_NAMES: list[str] = []
+
+
+def register_class(
+    env_class: type,
+    env_id: str | None = None,
+    *,
+    max_episode_steps: int = REMOTE_MAX_STEPS,
+    **env_kwargs: Any,
+) -> str:
+    """Give an SDK environment class a Gymnasium id; returns the id.
+
+    ``register_class(MyEnv)`` registers ``"ors/MyEnv-v0"`` (the class name as
+    written; ``env_id=`` picks another), hosted in this process, so
+    ``gym.make(id)`` and ``gym.make_vec(id, num_envs=N,
+    vectorization_mode="vector_entry_point")`` both run it. ``env_kwargs`` are
+    env options (``split``, ``no_tool_call``...). The class is recorded by its
+    ``module:Class`` path when that import finds it (so subprocess vector envs
+    can rebuild it), else as the class itself. A bundled id is never replaced:
+    a class named like a bundled one needs ``env_id=``.
+    """
+    from ors_gym.serving import load_environment_classes
+
+    try:
+        (cls,) = load_environment_classes([env_class])
+    except TypeError as exc:
+        raise TypeError(
+            f"register_class takes an SDK environment class (a subclass of "
+            f"openreward.environments.Environment), got {env_class!r}"
+        ) from exc
+    chosen = env_id or f"{NAMESPACE}/{gym_name(cls.__name__)}-v0"
+    previous = gym.registry.get(chosen)
+    if previous is not None and previous.kwargs.get("env_class") not in (None, cls, _path(cls)):
+        from ors_gym.envs import BUNDLED
+
+        if previous.kwargs.get("env_class") in BUNDLED.values():
+            raise ValueError(
+                f"{chosen} is the bundled {previous.name}; give {cls.__name__} another id, "
+                f"e.g. register_class({cls.__name__}, env_id='{NAMESPACE}/My{previous.name}-v0')"
+            )
+        logger.warning("register_class: %s now runs %s, no longer %s", chosen,
+                       _path(cls) or cls.__qualname__, previous.kwargs.get("env_class"))
+    if cls.__name__ not in _CLASS_NAMES:
+        _CLASS_NAMES.append(cls.__name__)
+    _register(chosen, max_episode_steps, {"env_class": _path(cls) or cls, **env_kwargs})
+    return chosen
+
+
+def _path(cls: type) -> str | None:
+    """``module:Class`` when importing that finds ``cls`` itself, else None."""
+    import importlib
+
+    if cls.__module__ == "__main__" or "<" in cls.__qualname__:
+        return None
+    try:
+        found = getattr(importlib.import_module(cls.__module__), cls.__qualname__, None)
+    except ImportError:
+        return None
+    return f"{cls.__module__}:{cls.__qualname__}" if found is cls else None
 
 
 def _register(env_id: str, max_steps: int, kwargs: dict[str, Any]) -> None:

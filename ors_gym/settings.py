@@ -40,6 +40,9 @@ class EnvSettings:
     - ``timeout``: the HTTP backend's request timeout in seconds; ``setup_timeout``:
       how long creating a session and getting its prompt may take (the environment's
       constructor, ``setup()`` and prompt run meanwhile; HTTP default 1800 s);
+      ``max_retries``: how many times the HTTP backend resends a request that failed
+      for a reason worth retrying (a dropped connection, 429/502/503/504), waiting
+      0.5 s doubled each time; the first retry is logged at WARNING (HTTP default 5);
       ``backend_options``: further keyword arguments for the backend built from
       ``base_url``, ``deployment`` or ``env_class``;
     - ``deployment`` (``"Namespace/name"``) and ``variant``: a hosted OpenReward
@@ -62,6 +65,7 @@ class EnvSettings:
     secrets: Mapping[str, Secret] | None = field(default=None, repr=False)
     timeout: float | None = None
     setup_timeout: float | None = None
+    max_retries: int | None = None
     deployment: str | None = None
     variant: str | None = None
     toolset: str | None = None
@@ -147,9 +151,9 @@ class EnvSettings:
 
     def backend_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for an HTTP backend: ``backend_options`` plus ``timeout``,
-        ``setup_timeout``, ``deployment`` and ``variant`` where given."""
+        ``setup_timeout``, ``max_retries``, ``deployment`` and ``variant`` where given."""
         kwargs = dict(self.backend_options)
-        for name in ("timeout", "setup_timeout", "deployment", "variant"):
+        for name in ("timeout", "setup_timeout", "max_retries", "deployment", "variant"):
             value = getattr(self, name)
             if value is not None:
                 kwargs[name] = value

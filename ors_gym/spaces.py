@@ -201,10 +201,18 @@ class ToolCallSpace(spaces.Space[Any]):
         return all(call.name in self._known for call in parsed.tool_calls)
 
     def sample(self, mask: Any = None, probability: Any = None) -> dict[str, Any]:
-        """A random action; ``mask`` (0/1 per tool) or ``probability`` (per tool) may bias it."""
+        """A random action; ``mask`` (0/1 per tool) or ``probability`` (per tool) may bias it.
+
+        Where the environment has a terminal tool, an unbiased sample is a plain
+        message (routed into that tool) as often as a call of any one listed tool
+        (one time in ``len(tools) + 1``), so a random agent can end its episodes.
+        """
         rng = self.np_random
         weights = self._weights(mask, probability)
-        if not self._names or (weights is not None and not weights.any()):
+        plain = weights is None and self._terminal is not None and (
+            int(rng.integers(len(self._names) + 1)) == 0
+        )
+        if plain or not self._names or (weights is not None and not weights.any()):
             return {"tool_calls": [], "message": self._message(rng)}
         count = 1 if self.max_calls == 1 else int(rng.integers(1, self.max_calls + 1))
         calls = []

@@ -167,7 +167,7 @@ def train(
     Evaluates a random policy and the untrained policy, trains (``n_envs``
     environments in a ``DummyVecEnv``), evaluates the trained policy, and
     writes ``model.zip``, ``learning_curve.png`` and ``results.json`` under
-    ``out_dir``. Returns the figures: rows ``random``, ``before``, ``trained``
+    ``out_dir``. Returns the figures: rows ``random``, ``untrained``, ``trained``
     (each ``success_rate``, ``mean_return``, ``mean_length``), timings and paths.
     ``torch_threads`` caps torch's CPU threads while training (small networks
     run fastest on one); None leaves torch's setting alone. ``tensorboard``: a
@@ -240,7 +240,7 @@ def train(
             tensorboard_log=None if tensorboard is None else str(tensorboard),
             **HYPERPARAMETERS[algo],
         )
-        results["before"] = evaluate(eval_env, _model_policy(model), eval_episodes)
+        results["untrained"] = evaluate(eval_env, _model_policy(model), eval_episodes)
 
         curve: list[tuple[int, float, int]] = []
         train_start = time.perf_counter()

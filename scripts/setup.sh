@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Create the venv (once) and install ors_gym with every extra the tests, notebooks and training use.
+# Create the venv (once) and install ors_gym with the extra one job needs:
+#   setup.sh train   the main job: ".[train]" (in-process environments and Stable-Baselines3);
+#                    no Ray, linters or test tools, and no system package.
+#   setup.sh test    (the default) the whole suite: ".[dev]" (every extra and the tools), and
+#                    Debian's chromium for the viewer's browser test (apt-get, only as root).
 # torch is installed first, pinned to the CPU build this workplace keeps on disk; the package
-# metadata does not pin it. `pip install -e ".[dev]"` runs only when something it installs has
-# changed: the venv keeps a stamp holding the SHA-256 of pyproject.toml, and the install runs again
-# when that hash differs or when ors_gym (from this checkout) is not importable. ORS_GYM_VENV
-# chooses the venv folder (default .venv); a fresh folder always installs.
-# The viewer's browser test needs Debian's chromium: installed with apt-get when missing and this
-# runs as root (CI); otherwise the script says how, and that test is skipped with that reason.
+# metadata does not pin it. `pip install -e` runs only when something it installs has changed:
+# the venv keeps a stamp holding the SHA-256 of pyproject.toml and the extra installed, and the
+# install runs again when the hash differs, when the extra installed is not enough (dev covers
+# train), or when ors_gym (from this checkout) is not importable. ORS_GYM_VENV chooses the venv
+# folder (default .venv); a fresh folder always installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+MODE="${1:-test}"
+case "$MODE" in
+  train) EXTRA=train ;;
+  test) EXTRA=dev ;;
+  *) echo "setup.sh: unknown job '$MODE': use 'train' (the main job) or 'test'" >&2; exit 2 ;;
+esac
 VENV="${ORS_GYM_VENV:-.venv}"
 STAMP="$VENV/.ors-gym-setup.sha256"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -21,7 +30,11 @@ python -c "import torch" 2>/dev/null || {
 }
 
 wanted="$(python -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' pyproject.toml)"
-installed="$(cat "$STAMP" 2>/dev/null || true)"
+# The stamp is "<sha256> <extra>"; a stamp without an extra was written for dev.
+read -r stamped_hash stamped_extra < "$STAMP" 2>/dev/null || true
+stamped_hash="${stamped_hash:-}"
+stamped_extra="${stamped_extra:-dev}"
+enough() { [ "$stamped_extra" = "$EXTRA" ] || [ "$stamped_extra" = dev ]; }
 # Imported from outside the checkout, so only an installed ors_gym counts, and only this one.
 here="$(pwd -P)"
 importable() {
@@ -29,14 +42,15 @@ importable() {
 sys.exit(pathlib.Path(ors_gym.__file__).resolve().parents[1] != pathlib.Path(sys.argv[1]))' "$here") \
     2>/dev/null
 }
-if [ "$wanted" = "$installed" ] && importable; then
-  echo "setup: $VENV is up to date with pyproject.toml; skipping pip install"
+if [ "$wanted" = "$stamped_hash" ] && enough && importable; then
+  echo "setup: $VENV is up to date with pyproject.toml ($stamped_extra); skipping pip install"
 else
   python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e ".[dev]"
-  echo "$wanted" > "$STAMP"
+  python -m pip install --quiet -e ".[$EXTRA]"
+  echo "$wanted $EXTRA" > "$STAMP"
 fi
 
+[ "$MODE" = test ] || exit 0
 if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing chromium (the viewer's browser test)"

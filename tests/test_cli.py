@@ -299,3 +299,10 @@ def test_serve_keeps_the_shell_env_off_public_addresses() -> None:
     assert shell in guard_shell(every, "0.0.0.0", named=False, allow_shell=True)
     with pytest.raises(UsageError, match="allow-shell"):
         guard_shell(resolve_env_specs(["sandbox"]), "0.0.0.0", named=True, allow_shell=False)
+
+
+def test_python_dash_m_ors_gym_cli_runs_the_command_line() -> None:
+    done = subprocess.run([sys.executable, "-m", "ors_gym.cli", "--version"],
+                          capture_output=True, text=True, env=_env(), timeout=_STARTUP_TIMEOUT_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ors-gym ")

@@ -7,6 +7,8 @@ evaluation talks to it through the real ``openai`` client (``AsyncOpenAI``).
 from __future__ import annotations
 
 import json
+import math
+import socket
 import time
 from pathlib import Path
 
@@ -124,14 +126,49 @@ def test_cli_eval_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["eval", "ors/Math-v0", "--model", "gpt-x", "--out", str(tmp_path)]) == 2
     assert "needs --base-url" in capsys.readouterr().err
     assert main(["eval", "ors/Nope-v0", "--model", "scripted", "--out", str(tmp_path)]) == 2
-    assert "unknown environment id" in capsys.readouterr().err
+    assert "unknown environment 'ors/Nope-v0'" in capsys.readouterr().err
 
 
-def test_mean_interval() -> None:
+def test_mean_interval_stays_within_the_rewards() -> None:
     assert mean_interval([1.0]) == (1.0, 1.0, 1.0)
     mean, low, high = mean_interval([0.0, 1.0, 0.0, 1.0])
-    assert mean == 0.5 and low == pytest.approx(0.5 - 3.182 * (1 / 3) ** 0.5 / 2)
-    assert high == pytest.approx(1 - low)
+    assert mean == 0.5 and 0.0 <= low < 0.5 < high <= 1.0
+    assert mean_interval([0.0, 1.0, 0.0, 1.0]) == (mean, low, high)  # seeded: reproducible
+    # one success in five: a Student t interval would reach below 0
+    mean, low, high = mean_interval([0.0, 0.0, 0.0, 0.0, 1.0])
+    assert mean == pytest.approx(0.2) and low == 0.0 and high <= 1.0
+
+
+def test_an_unreachable_endpoint_exits_1_and_is_not_scored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    code = main(["eval", "ors/Math-v0", "--model", "m", "--base-url",
+                 f"http://127.0.0.1:{port}/v1", "--episodes", "3", "--max-retries", "0",
+                 "--out", str(tmp_path), "--no-progress-bar"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert "3 of 3 episodes failed outside the model (endpoint_connection: 3)" in err
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["failed_episodes"] == 3 and summary["scored_episodes"] == 0
+    assert math.isnan(summary["mean_reward"])  # not 0.0: nothing was scored
+    assert "3 failed outside the model, not scored" in out
+    assert "n/a (no episode scored)" in out and "nan" not in out
+
+
+def test_max_errors_is_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with OpenAIServer(fail={2: 500}) as srv:
+        argv = ["eval", "ors/Math-v0", "--model", "m", "--base-url", srv.base_url,
+                "--episodes", "4", "--concurrency", "1", "--max-retries", "0",
+                "--out", str(tmp_path), "--no-progress-bar"]
+        assert main(argv) == 0  # one failure of four: the default tolerates it
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert summary["failed_episodes"] == 1 and summary["mean_reward"] == 1.0
+        srv.fail = {srv.requests + 1: 500}
+        assert main([*argv, "--max-errors", "0"]) == 1
+    assert "1 of 4 episodes failed outside the model" in capsys.readouterr().err
 
 
 def test_a_bundled_id_evaluated_on_an_ors_server(tmp_path: Path, server_url: str) -> None:

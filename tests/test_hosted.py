@@ -26,7 +26,7 @@ from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.backends.http._settings import hosted_location
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
-from ors_gym.errors import OrsAuthError, OrsRequestError
+from ors_gym.errors import OrsAuthError, OrsError, OrsRequestError
 from ors_gym.registration import hosted_id, register_hosted
 from ors_gym.secret import Secret
 from ors_gym.serving import ServerThread
@@ -415,3 +415,34 @@ def test_session_id_operation() -> None:
     assert isinstance(step, Stream)
     with pytest.raises(OrsAuthError, match="OPENREWARD_API_KEY"):
         op.send(Answer(401, {}, b'{"detail": "bad key k"}'))
+
+
+def test_a_url_without_a_scheme_is_refused_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENREWARD_SESSION_URL", raising=False)
+    monkeypatch.setenv("OPENREWARD_URL", "openreward.ai")
+    with pytest.raises(ValueError, match=r"OPENREWARD_URL='openreward.ai' is not an http\(s\) URL"
+                       r".*OPENREWARD_URL=https://openreward.ai"):
+        HttpBackend(deployment=DEPLOYMENT)
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", "sessions.example.test")
+    with pytest.raises(ValueError, match=r"OPENREWARD_SESSION_URL='sessions\.example\.test'"):
+        HttpBackend(deployment=DEPLOYMENT)
+
+
+def test_an_unreachable_host_names_the_variables_and_the_missing_key(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port with nothing listening
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", url)
+    monkeypatch.delenv("OPENREWARD_API_KEY", raising=False)
+    with pytest.raises(OrsError) as err, HttpBackend(deployment=DEPLOYMENT) as b:
+        b.create_session("tools", split="train", index=0)
+    text = str(err.value)
+    assert f"session host {url} from OPENREWARD_SESSION_URL" in text
+    assert "no API key is set (OPENREWARD_API_KEY is empty" in text
+    assert "ors-gym serve" not in text  # not a local server

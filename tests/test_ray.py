@@ -8,6 +8,7 @@ mocked; waits are on Ray events with bounded timeouts, never sleeps.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import subprocess
 import sys
@@ -390,3 +391,41 @@ def test_ray_shutdown_mid_run_deletes_every_session(
         list(run)
     assert open_at_shutdown == [8]
     assert not any(_sessions(s) for s in servers)
+
+
+# -- the README's example, and what a user gets wrong --------------------------------------------
+
+
+def test_readme_rollout_example_against_a_served_gridworld(
+    cluster: None, servers: list[ServerThread], caplog: pytest.LogCaptureFixture
+) -> None:
+    """As the README writes it, on a served GridWorld (64 tasks in its train split): 200
+    indices are refused before any actor starts; 64 run, and a failing episode is logged,
+    counted, and recorded in the same shape as the others."""
+    from ors_gym.ray import rollouts
+
+    calls = [0]  # travels with the policy to its one actor
+
+    async def policy(messages: Any, tools: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == 1:  # the first episode's first call
+            raise RuntimeError("the model went away")
+        return {"tool_calls": [{"name": "move", "arguments": {"direction": "down"}}]}
+
+    urls = [servers[0].url]
+    with pytest.raises(ValueError, match=r"index 64 of split 'train', which has 64 tasks"):
+        rollouts(policy, tasks=range(200), env_id="ors/GridWorld-v0", num_actors=2,
+                 servers=urls, max_sessions_per_actor=16, max_sessions_per_server=32)
+    with caplog.at_level(logging.WARNING, logger="ors_gym"), rollouts(
+        policy, tasks=range(64), env_id="ors/GridWorld-v0", num_actors=1, servers=urls,
+        max_sessions_per_actor=1, max_sessions_per_server=32,
+    ) as run:
+        records = list(run)
+    assert run.progress.done == 64 and run.progress.failed == 1, run.progress
+    assert sorted(r["index"] for r in records) == list(range(64))
+    (failed,) = [r for r in records if not r["complete"]]
+    shape = {frozenset(r) for r in records}
+    assert len(shape) == 1, [sorted(k) for k in shape]  # one shape, failed records too
+    assert failed["ended_by"] == "error" and "the model went away" in failed["error"]
+    assert any("failed" in r.getMessage() and "the model went away" in r.getMessage()
+               for r in caplog.records if r.levelno == logging.WARNING)

@@ -1,11 +1,17 @@
-"""``scripts/setup.sh`` skips ``pip install`` when the venv already matches pyproject.toml."""
+"""``scripts/setup.sh``: one light install for the main job, the rest for the tests.
+
+It skips ``pip install`` when the venv already matches pyproject.toml and holds the extra
+the job needs; the main job's extra carries no Ray, linters or test tools.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -22,24 +28,67 @@ def _installed_checkout(env: dict[str, str]) -> Path | None:
     return Path(done.stdout.strip()).resolve().parents[1] if done.returncode == 0 else None
 
 
-def test_setup_skips_pip_install_when_nothing_changed() -> None:
+def _stamp(venv: Path) -> list[str]:
+    path = venv / ".ors-gym-setup.sha256"
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.mark.parametrize("job", ["train", "test"])
+def test_setup_skips_pip_install_when_nothing_changed(job: str) -> None:
     venv = Path(sys.prefix)
-    stamp = venv / ".ors-gym-setup.sha256"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wanted = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    before = _stamp(venv)
     if (
         not (venv / "bin" / "activate").exists()
-        or not stamp.exists()
-        or stamp.read_text().strip() != wanted
+        or before[:1] != [wanted]
+        or before[1:] not in ([], ["dev"])
         or _installed_checkout(env) != REPO
     ):
-        pytest.skip("this venv was not set up by scripts/setup.sh for this checkout")
+        pytest.skip("this venv was not set up by scripts/setup.sh test for this checkout")
     done = subprocess.run(
-        ["bash", "scripts/setup.sh"],
+        ["bash", "scripts/setup.sh", job],
         capture_output=True, text=True, cwd=REPO, env={**env, "ORS_GYM_VENV": str(venv)},
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "skipping pip install" in done.stdout
+    assert "skipping pip install" in done.stdout  # dev covers train
     assert "Successfully installed" not in done.stdout + done.stderr
-    assert stamp.read_text().strip() == wanted
+    assert _stamp(venv) == before
+    if job == "train":
+        assert "chromium" not in done.stdout + done.stderr  # no system package for the main job
+
+
+def test_setup_refuses_an_unknown_job() -> None:
+    done = subprocess.run(
+        ["bash", "scripts/setup.sh", "everything"],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "unknown job 'everything'" in done.stderr and "'train'" in done.stderr
+
+
+def _requirements(extra: str, extras: dict[str, list[str]]) -> set[str]:
+    """Every requirement name ``extra`` brings, through ``ors-gym[...]`` self-references."""
+    names: set[str] = set()
+    for req in extras[extra]:
+        name, _, rest = req.partition("[")
+        if name == "ors-gym":
+            for inner in rest.rstrip("]").split(","):
+                names |= _requirements(inner.strip(), extras)
+        else:
+            names.add(re.split(r"[<>=!~ ]", name, maxsplit=1)[0].lower())
+    return names
+
+
+def test_the_train_extra_is_light_and_dev_covers_it() -> None:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    train = _requirements("train", extras)
+    assert {"openreward", "stable-baselines3"} <= train
+    assert not train & {"ray", "ruff", "mypy", "pytest", "hypothesis", "jupyter"}
+    assert train <= _requirements("dev", extras)
+    assert "jupyter" in _requirements("notebooks", extras)
+    train_sh = (REPO / "scripts" / "train.sh").read_text()
+    assert "setup.sh train" in train_sh and "apt-get" not in train_sh

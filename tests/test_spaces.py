@@ -384,9 +384,15 @@ MODEL_OF = {"move": Move, "search": Search, "inspect": Everything}
 def test_space_samples_are_valid_calls() -> None:
     space = ToolCallSpace(TOOLS, TERMINAL, seed=0)
     seen = set()
+    plain = 0
     for _ in range(300):
         action = space.sample()
-        assert set(action) == {"tool_calls", "message"} and action["message"] == ""
+        assert set(action) == {"tool_calls", "message"}
+        if not action["tool_calls"]:  # a plain message, for the terminal tool
+            assert isinstance(action["message"], str) and action in space
+            plain += 1
+            continue
+        assert action["message"] == ""
         (call,) = action["tool_calls"]
         seen.add(call["name"])
         if call["name"] == "look":
@@ -399,6 +405,12 @@ def test_space_samples_are_valid_calls() -> None:
         assert parsed.errors == () and parsed.tool_calls[0].name == call["name"]
         json.dumps(action)
     assert seen == {"move", "search", "inspect", "look"}
+    assert 30 <= plain <= 90  # about one in five (four tools and the terminal one)
+
+
+def test_without_a_terminal_tool_samples_are_always_calls() -> None:
+    space = ToolCallSpace(TOOLS, seed=0)
+    assert all(space.sample()["tool_calls"] for _ in range(200))
 
 
 def test_space_seeding_reproduces_the_sequence() -> None:
@@ -496,13 +508,17 @@ def test_set_tools_replaces_the_tools() -> None:
     assert space.tools == (TOOLS[1],) and space.terminal_tool == TERMINAL
     assert space.contains({"name": "search"}) and space.contains({"name": "answer"})
     assert not space.contains({"name": "move"})
-    assert {space.sample()["tool_calls"][0]["name"] for _ in range(20)} == {"search"}
+    samples = [space.sample() for _ in range(20)]
+    assert {a["tool_calls"][0]["name"] for a in samples if a["tool_calls"]} == {"search"}
+    assert any(not a["tool_calls"] for a in samples)  # a plain message, for "answer"
 
 
 def test_set_tools_accepts_dicts() -> None:
     space = ToolCallSpace([{"name": "ping"}], {"name": "done", "arg": None})
     assert space.tools == (ToolSpec(name="ping"),)
-    assert space.sample()["tool_calls"] == [{"name": "ping", "arguments": {}}]
+    assert {"name": "ping", "arguments": {}} in [
+        call for _ in range(10) for call in space.sample()["tool_calls"]
+    ]
     with pytest.raises(TypeError, match="ToolSpec"):
         ToolCallSpace(["ping"])  # type: ignore[list-item]
 
@@ -602,8 +618,8 @@ def test_sdk_generated_tool_specs() -> None:
     assert {t.name for t in space.tools} == {"move", "inspect"}
     assert space.contains({"name": "answer", "arguments": {"answer": "x"}})
     for _ in range(200):
-        (call,) = space.sample()["tool_calls"]
-        MODEL_OF[call["name"]](**call["arguments"])  # exactly how the SDK validates input
+        for call in space.sample()["tool_calls"]:  # none: a plain message for the terminal tool
+            MODEL_OF[call["name"]](**call["arguments"])  # exactly how the SDK validates input
 
 
 # --------------------------------------------------------------------- AnyText

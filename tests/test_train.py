@@ -12,7 +12,7 @@ import pytest
 from ors_gym.cli.train import add_parser
 from ors_gym.train import format_table, train
 
-ROWS = ("random", "before", "trained")
+ROWS = ("random", "untrained", "trained")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,7 +37,7 @@ def _check_outputs(results: dict[str, Any]) -> None:
     assert all(len(column) == results["training_episodes"] for column in curve.values())
     assert curve["timestep"] == sorted(curve["timestep"])
     assert all(1 <= n <= results["max_episode_steps"] for n in curve["length"])
-    assert set(saved["notes"]) == {"learning_curve", "random/before/trained"}
+    assert set(saved["notes"]) == {"learning_curve", "random/untrained/trained"}
     # Small and readable: a few dozen lines whatever the number of episodes.
     assert len(text.splitlines()) < 80, len(text.splitlines())
     (line,) = [ln for ln in text.splitlines() if ln.strip().startswith('"return"')]
@@ -115,7 +115,7 @@ def test_cli_parses_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     parser = _parser()
     args = parser.parse_args(["train"])
     defaults = (args.algo, args.obs, args.n_envs, args.env_id)
-    assert defaults == ("PPO", "auto", 4, "ors/GridWorld-v0")
+    assert defaults == ("PPO", "auto", 4, None)  # no --env: ors/GridWorld-v0
     with pytest.raises(SystemExit):
         parser.parse_args(["train", "--steps", "0"])
     with pytest.raises(SystemExit):
@@ -135,7 +135,7 @@ def test_cli_parses_and_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     from ors_gym.cli import UsageError
 
     args = parser.parse_args(["train", "--env-id", "ors/Nope-v0"])
-    with pytest.raises(UsageError, match="unknown --env-id 'ors/Nope-v0'"):
+    with pytest.raises(UsageError, match="unknown environment 'ors/Nope-v0'"):
         args.handler(args)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import itertools
+import logging
 import os
 import re
 import subprocess
@@ -275,6 +276,26 @@ def test_infinite_tool_is_an_error_naming_tool_and_parameter(ors_env: Any) -> No
     assert skipped.calls == _dial_calls()
     with pytest.raises(ValueError, match=r"\['nosuch'\] not among the environment's tools"):
         DiscreteToolActions(env, tools=["nosuch"])
+
+
+def test_a_left_out_terminal_tool_is_named_in_a_warning(
+    ors_env: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ors_gym.wrappers import actions
+
+    monkeypatch.setattr(actions, "_WARNED", set())  # once per process: start afresh
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        env = DiscreteToolActions(ors_env("QA"))  # hint(), and the terminal answer(answer: str)
+    assert env.action_meanings() == ["hint()"]
+    (warning,) = [r.getMessage() for r in caplog.records if "terminal tool" in r.getMessage()]
+    assert "'answer' is not among the actions" in warning and "calls=[...]" in warning
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        DiscreteToolActions(ors_env("QA"))  # said once is enough
+    assert not [r for r in caplog.records if "terminal tool" in r.getMessage()]
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        DiscreteToolActions(ors_env("GridWorld"))  # no terminal tool: nothing to say
+    assert not [r for r in caplog.records if "terminal tool" in r.getMessage()]
 
 
 def test_toolbox_configure_needs_a_call_list(ors_env: Any) -> None:

@@ -4,8 +4,10 @@ Each subcommand lives in its own module (``serve.py``, ``list.py``,
 ``train.py``, ``eval.py``, ``view.py``) with an ``add_parser(subparsers)`` that
 builds its parser and sets ``handler`` to a ``(args) -> exit code`` function; adding a subcommand
 means writing one such module and appending its ``add_parser`` to
-``SUBCOMMANDS``. A handler signals a usage mistake by raising
-:class:`UsageError` (exit code 2, one line on stderr). The libraries the
+``SUBCOMMANDS``. The current folder is put on ``sys.path`` first, so a
+``module:Class`` argument finds a package there. A handler signals a usage mistake by raising
+:class:`UsageError` (exit code 2, one line on stderr); an infrastructure failure (``OrsError``) or a
+missing extra is one line too, exit code 1. The libraries the
 subcommands drive (:mod:`ors_gym.serving`, :mod:`ors_gym.train`, :mod:`ors_gym.eval`,
 :mod:`ors_gym.viewer`) never import
 this package.
@@ -21,9 +23,10 @@ from ors_gym import __version__
 from ors_gym.cli import eval as eval_command
 from ors_gym.cli import list as list_command
 from ors_gym.cli import serve, train, view
+from ors_gym.cli._target import cwd_on_path
 from ors_gym.cli.args import EXIT_FAILURE, EXIT_USAGE, Handler, Subparsers, UsageError
 from ors_gym.cli.serve import resolve_env_specs
-from ors_gym.errors import OrsDependencyError
+from ors_gym.errors import OrsDependencyError, OrsError
 
 __all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "main", "resolve_env_specs"]
 
@@ -58,11 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version, or an argparse usage error
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     handler: Handler = args.handler
+    cwd_on_path()  # 'module:Class' arguments import from the current folder, as uvicorn's do
     try:
         return handler(args)
     except UsageError as exc:
         print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except OrsDependencyError as exc:
+    except (OrsDependencyError, OrsError) as exc:  # a missing extra, an unreachable server...
         print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE

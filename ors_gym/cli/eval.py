@@ -1,15 +1,19 @@
 """``ors-gym eval``: run a chat model on an ORS environment and report (``ors_gym.eval``).
 
 Writes ``trajectories.jsonl``, ``summary.json`` and ``report.html`` under
-``--out``, shows a progress bar on stderr and prints the summary table.
+``--out``, shows a progress bar on stderr and prints the summary table. Exits 1
+when more episodes than ``--max-errors`` (default: all but one) failed outside
+the model, since their figures would describe the infrastructure, not the model.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
-from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
+from ors_gym.cli._target import add_env_arguments, resolve_target
+from ors_gym.cli.args import EXIT_FAILURE, EXIT_OK, Subparsers, UsageError, int_type
 
 __all__ = ["add_parser"]
 
@@ -27,7 +31,11 @@ def add_parser(subparsers: Subparsers) -> None:
         ),
     )
     positive = int_type("value", 1)
-    parser.add_argument("env_id", metavar="ENV_ID", help="gym id, e.g. ors/Math-v0")
+    parser.add_argument(
+        "env_id", metavar="ENV", nargs="?", default=None,
+        help="a registered gym id (ors/Math-v0), a 'module:Class' SDK environment (imported "
+        "from the current folder), or nothing with --env-url (the server's environment)",
+    )
     parser.add_argument("--model", required=True, help="model name, or 'scripted'")
     parser.add_argument("--base-url", default=None,
                         help="the endpoint's API root, e.g. http://127.0.0.1:8000/v1")
@@ -46,24 +54,32 @@ def add_parser(subparsers: Subparsers) -> None:
                         help="client retries per request (default: %(default)s)")
     parser.add_argument("--temperature", type=float, default=None, help="sampling temperature")
     parser.add_argument("--env-url", default=None,
-                        help="run the environment on this ORS server instead of its default")
+                        help="an ORS server: runs ENV there, or without ENV the environment "
+                        "it serves (--env-name picks one when it serves several)")
+    add_env_arguments(parser)
+    parser.add_argument(
+        "--max-errors", type=int_type("value", 0), default=None,
+        help="exit 1 when more episodes than this failed outside the model (endpoint or "
+        "environment unreachable...) (default: only when every episode did)",
+    )
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ors_gym.eval import SCRIPTED, evaluate, format_summary
+    from ors_gym.eval.summary import OUTSIDE_THE_MODEL
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
     logging.getLogger("ors_gym").addHandler(logging.NullHandler())
-    env_options = {"base_url": args.env_url} if args.env_url else None
+    target = resolve_target(args.env_id, args.env_url, args.env_name)
     try:
         summary = evaluate(
-            args.env_id, args.model, args.base_url, episodes=args.episodes,
+            target.env_id, args.model, args.base_url, episodes=args.episodes,
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
-            temperature=args.temperature, env_options=env_options,
+            temperature=args.temperature, env_options=target.options or None,
             progress=not args.no_progress_bar,
         )
     except ValueError as exc:
@@ -72,4 +88,16 @@ def _run(args: argparse.Namespace) -> int:
     print(f"trajectories: {summary['trajectories']}")
     print(f"summary: {summary['summary_path']}")
     print(f"report: {summary['report']}")
+    failed, episodes = summary["failed_episodes"], summary["episodes"]
+    allowed = episodes - 1 if args.max_errors is None else args.max_errors
+    if failed > allowed:
+        reasons = ", ".join(f"{k}: {v}" for k, v in summary["errors"].items()
+                            if k.startswith(OUTSIDE_THE_MODEL))
+        print(
+            f"ors-gym eval: error: {failed} of {episodes} episodes failed outside the model "
+            f"({reasons}), more than --max-errors {allowed}; they are not scored. Check "
+            "--base-url and the environment's server",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     return EXIT_OK

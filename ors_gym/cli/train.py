@@ -9,9 +9,11 @@ is a usage error: one line naming the ids it can train and with which
 from __future__ import annotations
 
 import argparse
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-import gymnasium as gym
-
+from ors_gym.cli._target import add_env_arguments, resolve_target
 from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
 from ors_gym.train import (
     ALGOS,
@@ -38,14 +40,15 @@ def add_parser(subparsers: Subparsers) -> None:
         description=(
             "Train a Stable-Baselines3 agent on an ORS environment and compare it with a "
             "random policy on held-out tasks. By default the bundled GridWorld runs in this "
-            "process; --base-url trains against a running ORS server instead. Writes "
+            "process; --env-url trains against a running ORS server instead. Writes "
             "model.zip, learning_curve.png and results.json under --out-dir."
         ),
     )
     positive = int_type("value", 1)
     parser.add_argument(
-        "--env", "--env-id", dest="env_id", default=_DEFAULT_ENV_ID,
-        help="any registered ORS gym id (default: %(default)s)",
+        "--env", "--env-id", dest="env_id", default=None,
+        help="a registered gym id, a 'module:Class' SDK environment (imported from the "
+        f"current folder), or with --env-url the server's (default: {_DEFAULT_ENV_ID})",
     )
     parser.add_argument(
         "--algo", default="PPO", choices=ALGOS, type=str.upper,
@@ -57,8 +60,12 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     parser.add_argument(
-        "--base-url", default=None, help="ORS server URL (default: the environment in-process)"
+        "--env-url", "--base-url", dest="base_url", default=None,
+        help="an ORS server: trains --env there, or without --env the environment it serves "
+        f"(--env-name picks one; {_DEFAULT_ENV_ID}'s when it serves several) "
+        "(default: the environment in-process)",
     )
+    add_env_arguments(parser)
     parser.add_argument(
         "--obs", default="auto", choices=("auto", *OBSERVATIONS),
         help="observation: vector (GridWorld's agent/goal positions), image, or text "
@@ -89,6 +96,23 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_run)
 
 
+class _QuietProbe(logging.Filter):
+    """Drops what probing environments for trainability logs (each wrapper it tries)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("DiscreteToolActions:")
+
+
+@contextmanager
+def _quiet_probe() -> Iterator[None]:
+    logger, quiet = logging.getLogger("ors_gym"), _QuietProbe()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 def _trainable_ids() -> str:
     """``ors/GridWorld-v0 (--obs vector, image or text), ...``: the bundled ids ``train``
     accepts, each with the observations it works with (checked in this process)."""
@@ -97,7 +121,8 @@ def _trainable_ids() -> str:
     listed = []
     for name in BUNDLED:
         env_id = f"ors/{name}-v0"
-        observations = trainable_observations(env_id)
+        with _quiet_probe():
+            observations = trainable_observations(env_id)
         if observations:
             choices = " or ".join(", ".join(observations).rsplit(", ", 1))
             listed.append(f"{env_id} (--obs {choices})")
@@ -110,7 +135,8 @@ def _auto_obs(env_id: str, base_url: str | None) -> str:
     reason = ""
     for obs in OBSERVATIONS:
         try:
-            check_trainable(env_id, obs=obs, base_url=base_url)
+            with _quiet_probe():
+                check_trainable(env_id, obs=obs, base_url=base_url)
         except NotTrainableError as exc:
             reason = exc.reason
             continue
@@ -125,27 +151,29 @@ def _auto_obs(env_id: str, base_url: str | None) -> str:
 def _run(args: argparse.Namespace) -> int:
     import ors_gym  # noqa: F401 - registers the ors/... ids
 
-    if args.env_id not in gym.registry:
-        known = ", ".join(sorted(k for k in gym.registry if k.startswith("ors/")))
-        raise UsageError(f"unknown --env-id {args.env_id!r}; registered ORS ids: {known}")
+    target = resolve_target(args.env_id, args.base_url, args.env_name, default=_DEFAULT_ENV_ID)
+    env_id, base_url = target.env_id, target.options.get("base_url", args.base_url)
+    if "env_name" in target.options:
+        raise UsageError("--env-name picks a server's environment: give --env-url without --env")
     obs = args.obs
     if obs == "auto":
-        obs = _auto_obs(args.env_id, args.base_url)
+        obs = _auto_obs(env_id, base_url)
     try:
-        results = train(
-            env_id=args.env_id,
-            algo=args.algo,
-            steps=args.steps,
-            seed=args.seed,
-            base_url=args.base_url,
-            obs=obs,
-            n_envs=args.n_envs,
-            out_dir=args.out_dir,
-            eval_episodes=args.eval_episodes,
-            progress_bar=not args.no_progress_bar,
-            max_episode_steps=args.max_episode_steps,
-            tensorboard=args.tensorboard,
-        )
+        with _quiet_probe():  # the wrappers' notes on what they leave out: train checked it
+            results = train(
+                env_id=env_id,
+                algo=args.algo,
+                steps=args.steps,
+                seed=args.seed,
+                base_url=base_url,
+                obs=obs,
+                n_envs=args.n_envs,
+                out_dir=args.out_dir,
+                eval_episodes=args.eval_episodes,
+                progress_bar=not args.no_progress_bar,
+                max_episode_steps=args.max_episode_steps,
+                tensorboard=args.tensorboard,
+            )
     except NotTrainableError as exc:
         trainable = _trainable_ids()
         raise UsageError(

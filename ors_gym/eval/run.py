@@ -40,7 +40,7 @@ from ors_gym.eval.models import (
     ScriptedChatModel,
 )
 from ors_gym.eval.record import EpisodeRecord, record_line
-from ors_gym.eval.summary import summarize
+from ors_gym.eval.summary import failed_outside_the_model, summarize
 from ors_gym.formats import (
     as_block,
     assistant_turn,
@@ -105,8 +105,9 @@ def evaluate(
     (default: the environment's default split); ``concurrency`` episodes run
     at once. ``out`` (None: write nothing) receives ``trajectories.jsonl``
     (images as base64), ``summary.json`` and, with ``report``, ``report.html``.
-    The summary holds ``episodes``, ``mean_reward``, ``reward_ci95``,
-    ``success_rate``, ``mean_turns``, ``errors`` (count by reason),
+    The summary holds ``episodes``, ``scored_episodes``, ``failed_episodes``
+    (cut short by the endpoint or the environment: not scored), ``mean_reward``,
+    ``reward_ci95`` (bootstrap), ``success_rate``, ``mean_turns``, ``errors`` (count by reason),
     ``usage`` (tokens), ``wall_seconds`` and the paths written.
     Blocking: from a running event loop (Jupyter), await :func:`aevaluate`.
     """
@@ -289,8 +290,10 @@ def _progress_bar(total: int, label: str, show: bool) -> Callable[[dict[str, Any
         if record is None:
             bar.close()
             return
-        rewards.append(float(record["total_reward"]))
-        bar.set_postfix(mean_reward=f"{sum(rewards) / len(rewards):.3f}", refresh=False)
+        if not failed_outside_the_model(record):  # as the summary scores them
+            rewards.append(float(record["total_reward"]))
+        if rewards:
+            bar.set_postfix(mean_reward=f"{sum(rewards) / len(rewards):.3f}", refresh=False)
         bar.update(1)
 
     return update

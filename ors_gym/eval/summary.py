@@ -6,6 +6,12 @@ positive final reward. Its errors are counted by reason: the episode's
 endpoint, ``env_<ErrorClass>`` for the environment's), its truncation
 reason (``max_steps``, ``server_error``...) and every agent mistake its steps
 report (``unknown_tool``, ``invalid_input``, ``no_tool_call``...).
+
+An episode cut short outside the model (its endpoint or the environment's server
+failed: an ``endpoint_...`` or ``env_...`` error) says nothing about the model, so it
+is counted apart (``failed_episodes``) and left out of the score: the mean reward,
+its interval, the success rate and the mean turns are over the ``scored_episodes``.
+The interval is a bootstrap percentile interval, so it stays within the rewards seen.
 """
 
 from __future__ import annotations
@@ -15,28 +21,50 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["episode_errors", "format_summary", "mean_interval", "summarize"]
+__all__ = [
+    "OUTSIDE_THE_MODEL",
+    "episode_errors",
+    "failed_outside_the_model",
+    "format_summary",
+    "mean_interval",
+    "summarize",
+]
 
-#: Two-sided 97.5% Student t quantiles for 1..30 degrees of freedom (then 1.96).
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)
+#: Error-reason prefixes of failures outside the model: its endpoint, the environment.
+OUTSIDE_THE_MODEL = ("endpoint_", "env_")
+_RESAMPLES = 2000
 
 
-def mean_interval(values: Sequence[float]) -> tuple[float, float, float]:
-    """``(mean, low, high)``: the mean with a 95% Student t interval (zero width for n < 2)."""
+def mean_interval(
+    values: Sequence[float], *, resamples: int = _RESAMPLES, seed: int = 0
+) -> tuple[float, float, float]:
+    """``(mean, low, high)``: the mean with a 95% bootstrap percentile interval.
+
+    The interval's ends are means of resamples of ``values``, so they never leave
+    ``[min(values), max(values)]``; ``seed`` makes it the same on every run. Zero
+    width for fewer than two values, NaN for none.
+    """
+    import numpy as np
+
     n = len(values)
     if n == 0:
         return (math.nan, math.nan, math.nan)
-    mean = sum(values) / n
+    data = np.asarray(values, dtype=float)
+    mean = float(data.mean())
     if n < 2:
         return (mean, mean, mean)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    t = _T975[n - 2] if n - 1 <= len(_T975) else 1.96
-    half = t * sd / math.sqrt(n)
-    return (mean, mean - half, mean + half)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return (mean, float(low), float(high))
+
+
+def failed_outside_the_model(record: Mapping[str, Any]) -> bool:
+    """Whether the episode was cut short by its endpoint or environment, not by the model."""
+    error = record.get("error")
+    return isinstance(error, Mapping) and str(error.get("reason", "")).startswith(
+        OUTSIDE_THE_MODEL
+    )
 
 
 def episode_errors(record: Mapping[str, Any]) -> list[str]:
@@ -54,11 +82,16 @@ def episode_errors(record: Mapping[str, Any]) -> list[str]:
 
 
 def summarize(records: Sequence[Mapping[str, Any]], **about: Any) -> dict[str, Any]:
-    """The run's figures (``summary.json``); ``about`` (model, env id, timings) is kept as is."""
-    rewards = [float(r.get("total_reward", 0.0)) for r in records]
+    """The run's figures (``summary.json``); ``about`` (model, env id, timings) is kept as is.
+
+    Episodes that failed outside the model are counted in ``failed_episodes`` and
+    ``errors`` but not scored (see the module docstring).
+    """
+    scored = [r for r in records if not failed_outside_the_model(r)]
+    rewards = [float(r.get("total_reward", 0.0)) for r in scored]
     mean, low, high = mean_interval(rewards)
     successes = sum(
-        1 for r in records
+        1 for r in scored
         if r.get("terminated") and r.get("steps") and float(r["steps"][-1]["reward"]) > 0
     )
     errors = Counter(reason for r in records for reason in episode_errors(r))
@@ -66,14 +99,16 @@ def summarize(records: Sequence[Mapping[str, Any]], **about: Any) -> dict[str, A
     for r in records:
         for key, value in (r.get("usage") or {}).items():
             usage[key] = usage.get(key, 0) + int(value)
-    n = len(records)
+    n = len(scored)
     return {
         **about,
-        "episodes": n,
+        "episodes": len(records),
+        "scored_episodes": n,
+        "failed_episodes": len(records) - n,
         "mean_reward": mean,
         "reward_ci95": [low, high],
         "success_rate": successes / n if n else math.nan,
-        "mean_turns": sum(int(r.get("length", 0)) for r in records) / n if n else math.nan,
+        "mean_turns": sum(int(r.get("length", 0)) for r in scored) / n if n else math.nan,
         "errored_episodes": sum(1 for r in records if r.get("error")),
         "errors": dict(sorted(errors.items())),
         "usage": usage or None,
@@ -86,11 +121,15 @@ def format_summary(summary: Mapping[str, Any]) -> str:
     rows = [
         ("model", str(summary.get("model", "?"))),
         ("environment", f"{summary.get('env_id', '?')} ({summary.get('split') or '?'} split)"),
-        ("episodes", f"{summary['episodes']} ({summary['errored_episodes']} cut short by errors)"),
+        ("episodes", f"{summary['episodes']} ({summary['errored_episodes']} cut short by errors; "
+                     f"{summary.get('failed_episodes', 0)} failed outside the model, not "
+                     "scored)"),
         ("mean reward", f"{summary['mean_reward']:.3f}  (95% CI {low:.3f} .. {high:.3f})"),
         ("success rate", f"{summary['success_rate']:.1%}"),
         ("mean turns", f"{summary['mean_turns']:.2f}"),
     ]
+    if not summary.get("scored_episodes", summary["episodes"]):
+        rows[3:6] = [(name, "n/a (no episode scored)") for name, _ in rows[3:6]]
     errors = summary.get("errors") or {}
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in errors.items()) or "none"))
     if summary.get("usage"):

@@ -8,6 +8,7 @@ episode that produced no trajectory (its actor died, or it raised).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,15 +52,29 @@ def failed_record(
 ) -> dict[str, Any]:
     """The record of ``job`` when it yields no trajectory: no steps, ``"complete": false``.
 
+    It has every top-level field of a finished record (what it cannot know is None),
+    so code reading ``record["index"]`` works on both.
+
     ``session``: the session it had open when it was lost (else its current one).
     """
-    return {
+    task = job.task
+    return {  # a finished record's top-level fields, so every record has one shape
         "format": FORMAT,
         "env_id": env_id,
         "env_name": env_name,
-        "task": job.task,
+        "server": job.server,
+        "task_spec": task.get("task_spec"),
+        "split": task.get("split"),
+        "index": task.get("index"),
+        "task": task,
         "seed": job.seed,
+        "prompt": None,
+        "prompt_content": [],
+        "tools": None,
+        "terminal_tool": None,
+        "started_at": None,
         "steps": [],
+        "episode": None,
         "length": 0,
         "total_reward": 0.0,
         "terminated": False,
@@ -67,6 +82,7 @@ def failed_record(
         "complete": False,
         "ended_by": ended_by,
         "error": error,
+        "ended_at": time.time(),
         "rollout": {**rollout_info(job), "session_id": session or job.session},
     }
 

@@ -2,15 +2,16 @@
 
 ``actor_env_kwargs``: the ``AsyncOrsEnv`` keyword arguments of every actor, from a
 registered id or explicit names (an env class travels as ``"module:Class"``);
-``task_options``: one task as reset options.
+``task_options``: one task as reset options; ``check_task_indices``: every task index
+within its split, checked before any actor starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["actor_env_kwargs", "task_options"]
+__all__ = ["actor_env_kwargs", "check_task_indices", "task_options"]
 
 
 def actor_env_kwargs(
@@ -56,3 +57,35 @@ def task_options(task: Mapping[str, Any] | int) -> dict[str, Any]:
     if isinstance(task, Mapping):
         return dict(task)
     raise TypeError(f"a task is reset options (a dict) or a task index, got {task!r}")
+
+
+def check_task_indices(jobs: Iterable[Any], env: Mapping[str, Any], server: str | None) -> None:
+    """Refuse a task whose ``index`` is outside its split, naming the split's size.
+
+    Asked of the environment once (on ``server``, or in this process), before any
+    actor starts: an index past the end would otherwise fail on an actor, episode
+    by episode. Negative indices count from the end, as ``reset`` reads them.
+    """
+    indexed = [job for job in jobs if "index" in job.task and "task_spec" not in job.task]
+    if not indexed:
+        return
+    from ors_gym.env import OrsEnv
+
+    options = dict(env)
+    probe = OrsEnv(base_url=server, env_name=options.pop("env_name", None),
+                   env_class=options.pop("env_class", None), **options)
+    try:
+        sizes: dict[str, int] = {}
+        for job in indexed:
+            split = job.task.get("split") or probe.default_split()
+            if split not in sizes:
+                sizes[split] = probe.num_tasks(split)
+            index, size = job.task["index"], sizes[split]
+            if not isinstance(index, int) or not -size <= index < size:
+                raise ValueError(
+                    f"task {job.index} asks for index {index!r} of split {split!r}, which has "
+                    f"{size} tasks (indices 0 to {size - 1}); pass tasks=range({size}) or "
+                    "fewer, or repeat indices to run a task again"
+                )
+    finally:
+        probe.close()

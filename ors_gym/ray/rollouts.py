@@ -66,7 +66,7 @@ from typing import Any
 
 from ors_gym.ray._actor import INPUTS, RolloutWorker
 from ors_gym.ray._jobs import Job, cause, failed_record, rollout_info
-from ors_gym.ray._options import actor_env_kwargs, task_options
+from ors_gym.ray._options import actor_env_kwargs, check_task_indices, task_options
 from ors_gym.ray._require import require
 from ors_gym.ray._teardown import SessionDeleter, track, untrack
 
@@ -122,10 +122,13 @@ class Rollouts(Iterator[dict[str, Any]]):
     Made by :func:`rollouts` (see there for the arguments). Yields one record
     per task, as episodes finish: the trajectory ``RecordTrajectories``
     writes, plus ``"rollout": {"task_index", "attempt", "actor", "server",
-    "session_id"}``; an episode that failed yields a record with
-    ``"complete": false``, ``"ended_by": "actor_died" | "error"``, ``"error"``
-    and no steps. ``progress`` tells where the run stands. Use as a context
-    manager, or call :meth:`close`, to end it early.
+    "session_id"}``, ``"task"`` (its reset options) and ``"error": None``; an
+    episode that failed yields a record of the same fields with ``"complete": false``,
+    ``"ended_by": "actor_died" | "error"``, ``"error"`` and no steps (logged at
+    WARNING and counted in ``progress.failed``). Task indices outside their split
+    are refused with a ``ValueError`` before any actor starts. ``progress`` tells
+    where the run stands. Use as a context manager, or call :meth:`close`, to end it
+    early.
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class Rollouts(Iterator[dict[str, Any]]):
             for i, t in enumerate(tasks)
         )
         self.progress = Progress(total=len(self._queue))
+        check_task_indices(self._queue, self._env, self._servers[0])
         self._inflight: dict[Any, Job] = {}
         self._ready: deque[dict[str, Any]] = deque()
         self._load: dict[int, int] = {}
@@ -266,6 +270,7 @@ class Rollouts(Iterator[dict[str, Any]]):
             elif "record" in item:
                 record = item["record"]
                 record["rollout"] = rollout_info(job)
+                record.update(task=job.task, error=None)  # the fields a failed record has
                 if job.session is not None:
                     self._count_session(job.server, -1)
                     job.session = None
@@ -306,6 +311,8 @@ class Rollouts(Iterator[dict[str, Any]]):
             job, env_id=self._env_id, env_name=self._env.get("env_name"), ended_by=ended_by,
             error=error, session=session,
         )
+        logger.warning("rollout task %d (%s) failed after %d attempt(s): %s", job.index,
+                       job.task, job.attempt, error)
         self.progress.failed += 1
         self._ready.append(record)
         self._report()

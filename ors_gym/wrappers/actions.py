@@ -214,8 +214,9 @@ class DiscreteToolActions(gym.ActionWrapper[Any, np.int64, Any]):
     also contributes "omitted" (with one, omitting it would repeat the default's
     call); optional parameters with infinitely many values are always omitted. A tool
     with a required infinite parameter raises ``ValueError`` naming it, unless
-    ``skip_infinite=True`` (then it is left out with a warning). The terminal
-    tool is not enumerated: add it through ``calls=`` if the agent should call it.
+    ``skip_infinite=True`` (then it is left out with a warning naming it). The
+    terminal tool is not enumerated (a warning names it): add it through ``calls=``
+    if the agent should call it.
 
     Each step sends ``{"tool_calls": [call], "message": ""}`` to the wrapped env.
     """
@@ -253,6 +254,7 @@ class DiscreteToolActions(gym.ActionWrapper[Any, np.int64, Any]):
                 skip_infinite=skip_infinite,
                 max_actions=max_actions,
             )
+            _warn_left_out_terminal(env)
         self.action_space = spaces.Discrete(len(self.calls))
 
     def action(self, action: Any) -> dict[str, Any]:
@@ -270,6 +272,29 @@ class DiscreteToolActions(gym.ActionWrapper[Any, np.int64, Any]):
     def action_meanings(self) -> list[str]:
         """One readable name per action, e.g. ``move(direction="up")``."""
         return [_describe(call) for call in self.calls]
+
+
+def _warn_left_out_terminal(env: gym.Env[Any, Any]) -> None:
+    """Warn that the environment's terminal tool is not among the enumerated calls: without
+    it an agent may have no action that ends the episode."""
+    space = getattr(env.unwrapped, "action_space", None)
+    terminal = getattr(space, "terminal_tool", None)
+    if terminal is None:
+        return
+    key = (getattr(env.unwrapped, "env_name", None), terminal.name)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    what = f"its argument {terminal.arg!r} is free text" if terminal.arg else "it is hidden"
+    logger.warning(
+        "DiscreteToolActions: the terminal tool %r is not among the actions (%s), so an "
+        "agent cannot end an episode through it; add its calls with calls=[...]",
+        terminal.name, what,
+    )
+
+
+#: (environment, terminal tool) pairs already warned about: once per process is enough.
+_WARNED: set[tuple[str | None, str]] = set()
 
 
 def _describe(call: Mapping[str, Any]) -> str:

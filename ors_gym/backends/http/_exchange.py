@@ -24,7 +24,13 @@ from ors_gym.backends.http._codec import (
     error_detail,
     status_error,
 )
-from ors_gym.backends.http._retry import SAFE_BEFORE_ACK, RetryBudget, RetryHint, retry_hint
+from ors_gym.backends.http._retry import (
+    SAFE_BEFORE_ACK,
+    RetryBudget,
+    RetryHint,
+    retry_delay,
+    retry_hint,
+)
 from ors_gym.backends.http._settings import Settings, Where, origin, url_of
 from ors_gym.backends.http._sse import HEARTBEAT_S, StreamAssembler
 from ors_gym.backends.http._steps import (
@@ -175,9 +181,7 @@ class Exchange:
                 hint = retry_hint(status, reply.headers)
                 if hint is None:
                     raise failure
-            delay = budget.next_delay(hint, self.clock())
-            if delay is None:
-                raise failure
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             if end is not None:
                 if self.clock() + delay >= end:
                     raise failure
@@ -232,9 +236,7 @@ class Exchange:
                 failure = self.transport_error(what, where, reply)
                 if reply.kind == "refused":
                     raise failure
-            delay = budget.next_delay(hint, self.clock())
-            if delay is None:
-                raise failure
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             logger.debug("POST /create_session: %s; retrying in %.2f s", failure.message, delay)
             yield Sleep(delay)
 
@@ -315,9 +317,7 @@ class Exchange:
                     "(it could run twice); the episode's state is uncertain, call reset()",
                     **where.kw(),
                 )
-            delay = budget.next_delay(hint, self.clock())
-            if delay is None:
-                raise failure
+            delay = retry_delay(budget, hint, failure, what, self.clock())
             if deadline is not None:
                 delay = min(delay, max(deadline - self.clock(), 0.0))
             logger.debug("POST %s: %s; %s in %.2f s", path, failure.message,
@@ -400,6 +400,14 @@ class Exchange:
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsConnectionError:
         """The error for a request that got no answer (refused, timed out, dropped)."""
         s = self.settings
+        if s.hosted:
+            error = OrsTimeoutError if failure.kind == "connect_timeout" else OrsConnectionError
+            return error(
+                f"{what}: cannot reach the OpenReward {s.hosted_note()} "
+                f"({failure.error_type}: {failure.detail}); check the network and those "
+                "variables",
+                **where.kw(),
+            )
         if failure.kind == "connect_timeout":
             return OrsTimeoutError(
                 f"cannot reach the ORS server at {s.location}: no connection within "

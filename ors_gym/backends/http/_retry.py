@@ -8,8 +8,11 @@ retries; a 500 is never retried, since the same request gets the same answer.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ors_gym.errors import OrsError
 
 __all__ = [
     "MAX_DELAY",
@@ -19,8 +22,11 @@ __all__ = [
     "RetryBudget",
     "RetryHint",
     "parse_retry_after",
+    "retry_delay",
     "retry_hint",
 ]
+
+logger = logging.getLogger("ors_gym.http")
 
 #: Statuses a gateway or a starting server answers; retried with backoff (never 500).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
@@ -32,6 +38,8 @@ SAFE_BEFORE_ACK = frozenset({429, 503})
 MAX_DELAY = 30.0
 #: Poll interval for a "starting" 503 without Retry-After (the SDK sends 2).
 STARTING_POLL = 2.0
+#: How a retryable status's error ends; replaced by the tries and time once they are known.
+_RAN_OUT = "; retries ran out"
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -75,9 +83,12 @@ class RetryBudget:
     starting_ride_out: float
     started: float
     attempts: int = 0
+    #: Failed attempts so far, "starting" answers included.
+    tries: int = 0
 
     def next_delay(self, hint: RetryHint | None, now: float) -> float | None:
         """Seconds to wait before the next attempt, or None to give up."""
+        self.tries += 1
         retry_after = hint.retry_after if hint is not None else None
         if hint is not None and hint.starting:
             remaining = self.starting_ride_out - (now - self.started)
@@ -90,3 +101,45 @@ class RetryBudget:
             return None
         delay = self.backoff * 2 ** (self.attempts - 1) if retry_after is None else retry_after
         return max(0.0, min(delay, MAX_DELAY))
+
+    def first_retry(self) -> bool:
+        """Whether the delay just given is this request's first retry (not a "starting" wait)."""
+        return self.attempts == 1 and self.tries == 1
+
+    def backoff_left(self) -> float:
+        """Seconds of backoff the retries still left would wait at most (no Retry-After)."""
+        return sum(
+            min(self.backoff * 2 ** (n - 1), MAX_DELAY)
+            for n in range(self.attempts + 1, self.max_retries + 1)
+        )
+
+    def given_up(self, now: float) -> str:
+        """What a final error ends with: how many tries over how long, and the option."""
+        return (
+            f"gave up after {self.tries} tries over {now - self.started:.1f} s "
+            f"(max_retries={self.max_retries}: the env option max_retries sets it)"
+        )
+
+
+def retry_delay(
+    budget: RetryBudget, hint: RetryHint | None, failure: OrsError, what: str, now: float
+) -> float:
+    """Seconds before resending after ``failure``; raises it, saying how many tries over
+    how long, once the budget is spent. The first retry is logged at WARNING: a server
+    that stops answering shows before the retries run out."""
+    delay = budget.next_delay(hint, now)
+    said = failure.message.removesuffix(_RAN_OUT)
+    if delay is None:
+        if budget.tries > 1:
+            ran_out = _RAN_OUT + ":" if failure.message.endswith(_RAN_OUT) else ";"
+            failure.message = f"{said}{ran_out} {budget.given_up(now)}"
+            failure.args = (failure.message,)
+        raise failure
+    if budget.first_retry():
+        logger.warning(
+            "%s; retrying the %s in %.1f s, up to %d more times over about %.1f s "
+            "(max_retries=%d) %s",
+            said, what, delay, budget.max_retries, delay + budget.backoff_left(),
+            budget.max_retries, str(failure).removeprefix(failure.message).strip(),
+        )
+    return delay

@@ -30,6 +30,7 @@ __all__ = [
     "Where",
     "configure",
     "hosted_location",
+    "hosted_location_and_source",
     "key_domains",
     "origin",
     "split_base_url",
@@ -91,6 +92,16 @@ class Settings:
     #: server only (dropped when a redirect leads to another origin).
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     basic_auth: str | None = field(default=None, repr=False)
+    #: A hosted deployment's: where ``location`` and the key came from, for errors
+    #: (``"OPENREWARD_SESSION_URL"``...; ``key_source`` is empty when no key is set).
+    location_source: str = "base_url"
+    key_source: str = ""
+
+    def hosted_note(self) -> str:
+        """For a hosted deployment's errors: the variables behind the host and the key."""
+        key = (f"the API key from {self.key_source}" if self.key_source else
+               f"no API key is set ({API_KEY_VAR} is empty; set it or pass api_key=...)")
+        return f"session host {self.location} from {self.location_source}; {key}"
 
     def __post_init__(self) -> None:
         for name, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
@@ -134,12 +145,27 @@ def split_base_url(base_url: str, owner: str = "HttpBackend") -> tuple[str, str 
 def hosted_location(environ: Mapping[str, str] | None = None) -> str:
     """The session host the SDK uses: ``OPENREWARD_SESSION_URL``, else the ``sessions.``
     subdomain of ``OPENREWARD_URL`` (default the platform's own address)."""
+    return hosted_location_and_source(environ)[0]
+
+
+def hosted_location_and_source(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """:func:`hosted_location` and the variable it came from; a value without an http(s)
+    scheme is refused with a ``ValueError`` naming its variable."""
     env = os.environ if environ is None else environ
+    for var in ("OPENREWARD_SESSION_URL", "OPENREWARD_URL"):
+        value = env.get(var)
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError(
+                f"{var}={redact_url(value)!r} is not an http(s) URL; set it with its scheme, "
+                f"e.g. {var}=https://{value.split('//')[-1].strip('/')}"
+            )
     explicit = env.get("OPENREWARD_SESSION_URL")
     if explicit:
-        return explicit
+        return explicit, "OPENREWARD_SESSION_URL"
     parts = urlsplit(env.get("OPENREWARD_URL") or DEFAULT_PLATFORM_URL)
-    return urlunsplit(parts._replace(netloc=f"sessions.{parts.netloc}"))
+    source = ("the sessions. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
+              "the default (OPENREWARD_SESSION_URL and OPENREWARD_URL are unset)")
+    return urlunsplit(parts._replace(netloc=f"sessions.{parts.netloc}")), source
 
 
 #: First-party services the SDK lets an environment use the user's key with.
@@ -194,10 +220,15 @@ def configure(
     With ``deployment``, ``base_url`` and ``api_key`` default to the SDK's variables
     (see the module docstring); for a plain server nothing is read from the environment.
     """
+    sources: dict[str, str] = {}
     if deployment is not None:
         _check_deployment(deployment, variant, owner)
-        base_url = base_url or hosted_location()
+        if not base_url:
+            base_url, sources["location_source"] = hosted_location_and_source()
+        sources["key_source"] = "api_key" if api_key else API_KEY_VAR
         api_key = api_key or os.environ.get(API_KEY_VAR) or None
+        if api_key is None:
+            sources["key_source"] = ""
     elif variant is not None:
         raise ValueError(
             f"{owner}: variant={variant!r} needs deployment='Namespace/name'; for a plain "
@@ -215,7 +246,9 @@ def configure(
         )
     return Settings(location=location, owner=owner, basic_auth=basic_auth, api_key=api_key,
                     deployment=deployment, variant=variant,
-                    headers=tuple((headers or {}).items()), **options)
+                    headers=tuple((headers or {}).items()),
+                    location_source=sources.get("location_source", "base_url"),
+                    key_source=sources.get("key_source", ""), **options)
 
 
 def url_of(location: str, path: str) -> str:
