@@ -6,7 +6,8 @@ A page asks for a part with a marker on a line of its own; the hook replaces it:
 - ``<!-- gen:options -->``: every field of ``ors_gym.EnvSettings``, with its type,
   default and the docstring's words about it;
 - ``<!-- gen:errors -->``: the error classes of ``ors_gym.errors`` as a tree;
-- ``<!-- gen:cli -->``: the ``--help`` of ``ors-gym`` and of each subcommand.
+- ``<!-- gen:cli -->``: the ``--help`` of ``ors-gym`` and of each subcommand;
+- ``<!-- gen:bench -->``: the summary table of the last ``python -m benchmarks`` run.
 
 Generating these keeps them from drifting from the code; a field or name with no
 words in the docstrings is logged as a warning, which ``mkdocs build --strict`` turns
@@ -138,7 +139,32 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
+def bench_markdown() -> str:
+    """The summary table of ``benchmarks/results/latest.json``, and which run made it."""
+    import datetime
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "latest.json"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    started = datetime.datetime.fromtimestamp(run["started_unix"], datetime.UTC)
+    out = [
+        f"From `{run['command']}` ({run['mode']} mode), started {started:%Y-%m-%d %H:%M} UTC, "
+        f"{run['seconds']} s, Python {run['python']} on {run['machine']}: "
+        "`benchmarks/results/latest.json`.\n",
+        "| benchmark | case | ors_gym | baseline | ratio | unit | baseline case |",
+        "|---|---|--:|--:|--:|---|---|",
+    ]
+    for row in run["summary"]:
+        out.append(
+            f"| {row['benchmark']} | {row['case']} | {row['ors_gym']} | {row['baseline']} "
+            f"| {row['ratio']:.3f} | {row['unit']} | {row['baseline_name']} |"
+        )
+    return "\n".join(out) + "\n"
+
+
 _GENERATORS = {
+    "bench": bench_markdown,
     "api": api_markdown,
     "options": options_markdown,
     "errors": errors_markdown,
