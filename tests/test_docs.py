@@ -101,3 +101,29 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     assert missing == [], f"public names missing from the API reference: {missing}"
     for page in ("reference/options", "reference/cli", "guides/basics"):
         assert (tmp_path / "site" / page / "index.html").exists()
+
+
+def _table_fields(section: str) -> set[str]:
+    """The backquoted names in the first column of a Markdown table."""
+    names: set[str] = set()
+    for cell in re.findall(r"^\| ([^|]+) \|", section, re.MULTILINE):
+        names |= set(re.findall(r"`(\w+)`", cell))
+    return names
+
+
+def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    from ors_gym.wrappers import RecordTrajectories, read_trajectories
+
+    env = RecordTrajectories(gym.make("ors/Math-v0"), tmp_path / "t.jsonl")
+    env.reset(seed=0)
+    env.step({"tool_calls": [{"name": "submit", "arguments": {"answer": 1}}]})
+    env.close()
+    [record] = read_trajectories(tmp_path / "t.jsonl")
+    page = (ROOT / "docs" / "reference" / "trajectories.md").read_text(encoding="utf-8")
+    episode, _, rest = page.partition("## A step")
+    step, _, result = rest.partition("## A call's result")
+    assert set(record) - _table_fields(episode) == set()
+    assert set(record["steps"][0]) - _table_fields(step) == set()
+    assert set(record["steps"][0]["results"][0]) - _table_fields(result) == set()
