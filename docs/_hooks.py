@@ -62,7 +62,8 @@ def _settings_fields() -> list[tuple[str, str, str]]:
             rows.append((f.name, str(f.type), default))
     else:  # a pydantic model
         for name, info in EnvSettings.model_fields.items():  # type: ignore[attr-defined]
-            rows.append((name, str(info.annotation), repr(info.get_default(call_default_factory=True))))
+            default = info.get_default(call_default_factory=True)
+            rows.append((name, str(info.annotation), repr(default)))
     return rows
 
 

@@ -56,7 +56,8 @@ def test_readme_is_a_front_page() -> None:
 
 
 def _reasons_in_code() -> set[str]:
-    """Every literal the code puts in ``error_reason``/``truncation_reason``/``termination_reason``."""
+    """Every literal the code puts in an ``error_reason``, ``truncation_reason`` or
+    ``termination_reason``."""
     import ors_gym.protocol
     import ors_gym.turn
 
