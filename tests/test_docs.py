@@ -128,3 +128,18 @@ def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
     assert set(record) - _table_fields(episode) == set()
     assert set(record["steps"][0]) - _table_fields(step) == set()
     assert set(record["steps"][0]["results"][0]) - _table_fields(result) == set()
+
+
+def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Text.\n\n<!-- skip: needs a GPU -->\n\n```python\nx = 1\n```\n\n"
+        "<!-- skip: stale -->\nA paragraph cancels the mark.\n```python\ny = 2\n```\n"
+        "```bash\nls\n```\n- item\n\n    ```python\n    z = 3\n    ```\n",
+        encoding="utf-8",
+    )
+    found = snippets(page)
+    assert [(s.code, s.skip) for s in found] == [
+        ("x = 1\n", "needs a GPU"), ("y = 2\n", None), ("z = 3\n", None),
+    ]
+    assert found[0].line == 6
