@@ -3,6 +3,7 @@
 A page asks for a part with a marker on a line of its own; the hook replaces it:
 
 - ``<!-- gen:api -->``: one mkdocstrings entry per name in ``ors_gym.__all__``;
+- ``<!-- gen:modules -->``: the same for the public names of ``SUBMODULES``;
 - ``<!-- gen:options -->``: every field of ``ors_gym.EnvSettings``, with its type,
   default and the docstring's words about it;
 - ``<!-- gen:errors -->``: the error classes of ``ors_gym.errors`` as a tree;
@@ -46,6 +47,33 @@ def api_markdown() -> str:
     return "\n".join(out)
 
 
+#: The submodules whose public names the reference lists, besides the top level.
+SUBMODULES = (
+    "ors_gym.wrappers",
+    "ors_gym.scripted",
+    "ors_gym.scoring",
+    "ors_gym.eval",
+    "ors_gym.viewer",
+    "ors_gym.serving",
+    "ors_gym.train",
+    "ors_gym.ray",
+)
+
+
+def modules_markdown() -> str:
+    """A section per module of ``SUBMODULES``: an mkdocstrings entry per name of its ``__all__``."""
+    import importlib
+
+    out = []
+    for name in SUBMODULES:
+        module = importlib.import_module(name)
+        summary = (module.__doc__ or "").strip().split("\n\n")[0]
+        summary = re.sub(r"``([^`]+)``", r"`\1`", summary)
+        out.append(f"## `{name}`\n\n{summary}\n")
+        out += [f"::: {name}.{member}\n" for member in module.__all__]
+    return "\n".join(out)
+
+
 def _settings_fields() -> list[tuple[str, str, str]]:
     """``(name, type, default)`` of each ``EnvSettings`` field (dataclass or pydantic)."""
     from ors_gym import EnvSettings
@@ -61,7 +89,7 @@ def _settings_fields() -> list[tuple[str, str, str]]:
                 default = "required"
             rows.append((f.name, str(f.type), default))
     else:  # a pydantic model
-        for name, info in EnvSettings.model_fields.items():  # type: ignore[attr-defined]
+        for name, info in EnvSettings.model_fields.items():
             default = info.get_default(call_default_factory=True)
             rows.append((name, str(info.annotation), repr(default)))
     return rows
@@ -165,6 +193,7 @@ def bench_markdown() -> str:
 
 
 _GENERATORS = {
+    "modules": modules_markdown,
     "bench": bench_markdown,
     "api": api_markdown,
     "options": options_markdown,
