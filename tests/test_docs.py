@@ -143,3 +143,12 @@ def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
         ("x = 1\n", "needs a GPU"), ("y = 2\n", None), ("z = 3\n", None),
     ]
     assert found[0].line == 6
+
+
+def test_readme_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links into the docs"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert missing == [], f"README links to files that do not exist: {missing}"
