@@ -49,7 +49,12 @@ def api_markdown() -> str:
 
 #: The submodules whose public names the reference lists, besides the top level.
 SUBMODULES = (
+    "ors_gym.errors",
+    "ors_gym.actions",
+    "ors_gym.formats",
+    "ors_gym.vector",
     "ors_gym.wrappers",
+    "ors_gym.trajectories",
     "ors_gym.scripted",
     "ors_gym.scoring",
     "ors_gym.eval",
@@ -61,11 +66,17 @@ SUBMODULES = (
 
 
 def modules_markdown() -> str:
-    """A section per module of ``SUBMODULES``: an mkdocstrings entry per name of its ``__all__``."""
+    """A section per module of ``SUBMODULES``: an mkdocstrings entry per name of its ``__all__``.
+
+    A module this checkout does not have yet is left out.
+    """
     import importlib
+    import importlib.util
 
     out = []
     for name in SUBMODULES:
+        if importlib.util.find_spec(name) is None:
+            continue
         module = importlib.import_module(name)
         summary = (module.__doc__ or "").strip().split("\n\n")[0]
         summary = re.sub(r"``([^`]+)``", r"`\1`", summary)
@@ -144,7 +155,8 @@ def errors_markdown() -> str:
         extra = [b.__name__ for b in cls.__bases__
                  if b is not Exception and not issubclass(b, errors.OrsError)]
         also = f" (also a `{'`, `'.join(extra)}`)" if extra else ""
-        out = [f"{'    ' * depth}- [`{cls.__name__}`][ors_gym.{cls.__name__}]{also}: {first}"]
+        link = f"[`{cls.__name__}`][ors_gym.errors.{cls.__name__}]"
+        out = [f"{'    ' * depth}- {link}{also}: {first}"]
         for child in classes:
             if cls in child.__bases__:
                 out += lines(child, depth + 1)

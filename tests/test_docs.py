@@ -3,7 +3,8 @@
 Each page's Python snippets run in page order in one namespace (a page's snippets
 build on each other), in a fresh working folder, with the bundled environments served
 by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
-Snippets marked ``<!-- skip: reason -->`` are compiled only. ``mkdocs build --strict``
+Snippets marked ``<!-- skip: reason -->`` are compiled only, and a deprecated
+ors_gym import path in a snippet is an error. ``mkdocs build --strict``
 turns every warning (a broken link, a docstring that fails to render, an option with no
 description) into a failure.
 """
@@ -14,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -31,11 +33,14 @@ def test_snippets_run(
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     try:
-        for snippet in found:
-            where = f"{page.relative_to(ROOT)}:{snippet.line}"
-            code = compile(snippet.code.replace(DEMO_URL, server_url), where, "exec")
-            if snippet.skip is None:
-                exec(code, namespace)
+        with warnings.catch_warnings():
+            # A page teaching an import path ors_gym has deprecated fails here.
+            warnings.filterwarnings("error", message=r"ors_gym\.", category=DeprecationWarning)
+            for snippet in found:
+                where = f"{page.relative_to(ROOT)}:{snippet.line}"
+                code = compile(snippet.code.replace(DEMO_URL, server_url), where, "exec")
+                if snippet.skip is None:
+                    exec(code, namespace)
     finally:
         for value in list(namespace.values()):
             close = getattr(value, "close", None)
