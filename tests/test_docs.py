@@ -1,0 +1,159 @@
+"""The documentation is tested like code: every snippet runs, and the site builds clean.
+
+Each page's Python snippets run in page order in one namespace (a page's snippets
+build on each other), in a fresh working folder, with the bundled environments served
+by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
+Snippets marked ``<!-- skip: reason -->`` are compiled only, and a deprecated
+ors_gym import path in a snippet is an error. ``mkdocs build --strict``
+turns every warning (a broken link, a docstring that fails to render, an option with no
+description) into a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from tests._docs_snippets import DEMO_URL, ROOT, doc_pages, snippets
+
+PAGES = doc_pages()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
+def test_snippets_run(
+    page: Path, server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    found = snippets(page)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    try:
+        with warnings.catch_warnings():
+            # A page teaching an import path ors_gym has deprecated fails here.
+            warnings.filterwarnings("error", message=r"ors_gym\.", category=DeprecationWarning)
+            for snippet in found:
+                where = f"{page.relative_to(ROOT)}:{snippet.line}"
+                code = compile(snippet.code.replace(DEMO_URL, server_url), where, "exec")
+                if snippet.skip is None:
+                    exec(code, namespace)
+    finally:
+        for value in list(namespace.values()):
+            close = getattr(value, "close", None)
+            if callable(close) and type(value).__module__.startswith(("ors_gym", "gymnasium")):
+                close()
+
+
+def test_skips_give_a_reason() -> None:
+    for page in PAGES:
+        for snippet in snippets(page):
+            assert snippet.skip is None or len(snippet.skip) > 3, (page, snippet.line)
+
+
+def test_readme_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 160
+    assert "bash scripts/train.sh" in text and "bash scripts/test.sh" in text
+
+
+def _reasons_in_code() -> set[str]:
+    """Every literal the code puts in an ``error_reason``, ``truncation_reason`` or
+    ``termination_reason``."""
+    import ors_gym.protocol
+    import ors_gym.turn
+
+    found: set[str] = set()
+    key = r'"(?:error|truncation|termination)_reason"'
+    for path in (ROOT / "ors_gym").rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        found |= set(re.findall(key + r'\]?\s*[:=]\s*"(\w+)"', text))
+        found |= set(re.findall(key + r'\s*(?:if [^\n]*)?\)\s*=\s*\(\s*"(\w+)"', text))
+        found |= set(re.findall(r'"error_reason":\s*\w+\.reason or "(\w+)"', text))
+        found |= set(re.findall(r'setdefault\(\s*"error_reason",\s*"(\w+)"', text))
+    doc = ors_gym.protocol.RunToolError.__doc__ or ""
+    found |= set(re.findall(r"``(\w+)``", doc.partition("one of")[2]))
+    source = Path(ors_gym.turn.__file__).read_text(encoding="utf-8")
+    body = source.partition("def truncation_reason")[2].partition("\ndef ")[0]
+    found |= set(re.findall(r'return "(\w+)"', body))
+    return found
+
+
+def test_every_reason_is_documented() -> None:
+    page = (ROOT / "docs" / "reference" / "errors.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(\w+)` \|", page, re.MULTILINE))
+    in_code = _reasons_in_code()
+    assert {"max_steps", "not_found", "session_lost", "no_tool_call"} <= in_code  # the scan works
+    assert in_code - documented == set(), "reasons the code sets but the errors page omits"
+    assert documented - in_code == set(), "reasons the errors page lists but the code never sets"
+
+
+def test_site_builds_strict(tmp_path: Path) -> None:
+    if not (ROOT / "docs" / "guides" / "trainers.md").exists():
+        pytest.fail("docs/guides/trainers.md (the trainers guide, in the nav) is missing")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=240,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
+    import ors_gym
+
+    missing = [n for n in ors_gym.__all__ if n != "__version__" and f'id="ors_gym.{n}"' not in api]
+    assert missing == [], f"public names missing from the API reference: {missing}"
+    for page in ("reference/options", "reference/cli", "guides/basics"):
+        assert (tmp_path / "site" / page / "index.html").exists()
+
+
+def _table_fields(section: str) -> set[str]:
+    """The backquoted names in the first column of a Markdown table."""
+    names: set[str] = set()
+    for cell in re.findall(r"^\| ([^|]+) \|", section, re.MULTILINE):
+        names |= set(re.findall(r"`(\w+)`", cell))
+    return names
+
+
+def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
+    import gymnasium as gym
+
+    from ors_gym.wrappers import RecordTrajectories, read_trajectories
+
+    env = RecordTrajectories(gym.make("ors/Math-v0"), tmp_path / "t.jsonl")
+    env.reset(seed=0)
+    env.step({"tool_calls": [{"name": "submit", "arguments": {"answer": 1}}]})
+    env.close()
+    [record] = read_trajectories(tmp_path / "t.jsonl")
+    page = (ROOT / "docs" / "reference" / "trajectories.md").read_text(encoding="utf-8")
+    episode, _, rest = page.partition("## A step")
+    step, _, result = rest.partition("## A call's result")
+    assert set(record) - _table_fields(episode) == set()
+    assert set(record["steps"][0]) - _table_fields(step) == set()
+    assert set(record["steps"][0]["results"][0]) - _table_fields(result) == set()
+
+
+def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Text.\n\n<!-- skip: needs a GPU -->\n\n```python\nx = 1\n```\n\n"
+        "<!-- skip: stale -->\nA paragraph cancels the mark.\n```python\ny = 2\n```\n"
+        "```bash\nls\n```\n- item\n\n    ```python\n    z = 3\n    ```\n",
+        encoding="utf-8",
+    )
+    found = snippets(page)
+    assert [(s.code, s.skip) for s in found] == [
+        ("x = 1\n", "needs a GPU"), ("y = 2\n", None), ("z = 3\n", None),
+    ]
+    assert found[0].line == 6
+
+
+def test_readme_links_resolve() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local, "the README links into the docs"
+    missing = [t for t in local if not (ROOT / t).exists()]
+    assert missing == [], f"README links to files that do not exist: {missing}"
