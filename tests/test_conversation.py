@@ -98,14 +98,14 @@ def test_terminal_tool_routing_and_nudges(make_env: Any, fmt: str) -> None:
 
 def test_prompt_and_messages_are_requested_once_per_episode(make_env: Any) -> None:
     env = _conversation(make_env, "GridWorld", "openai")
-    backend = env.unwrapped.backend
+    backend = env.unwrapped.backend.core  # the async backend the env's core awaits
     seen: list[str] = []
     for method in ("prompt", "messages"):
         real = getattr(backend, method)
 
-        def spy(*args: Any, _real: Any = real, _name: str = method, **kwargs: Any) -> Any:
+        async def spy(*args: Any, _real: Any = real, _name: str = method, **kwargs: Any) -> Any:
             seen.append(_name)
-            return _real(*args, **kwargs)
+            return await _real(*args, **kwargs)
 
         setattr(backend, method, spy)
     env.reset(seed=0)

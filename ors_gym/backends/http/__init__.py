@@ -1,7 +1,8 @@
 """The HTTP backends: the ORS protocol over HTTP and server-sent events.
 
-``HttpBackend`` (blocking) and ``AsyncHttpBackend`` (asyncio) perform the same
-sans-IO operations; the modules, in reading order:
+``AsyncHttpBackend`` drives the sans-IO operations on asyncio; ``HttpBackend``
+is its blocking face (run through ``ors_gym._runtime``). The modules, in
+reading order:
 
 - ``_settings``: the options, validated once; ``_codec``: headers, JSON,
   answer bodies (gzip undone within the size cap), statuses as errors;
@@ -10,10 +11,10 @@ sans-IO operations; the modules, in reading order:
   operation asks a driver to do;
 - ``_exchange``: one request or tool call, redirected, retried or resumed;
   ``_ops``: every ORS endpoint as an operation;
-- ``_httpx``: what both drivers share about httpx; ``_aio``: httpcore's
+- ``_httpx``: what the backend shares with httpx; ``_aio``: httpcore's
   network backend on asyncio; ``_http11``: a lean HTTP/1.1 pool over it;
   ``_pool``: that pool as an httpx transport (``PooledTransport``), which
-  ``async_`` sends through; ``sync`` and ``async_``: the drivers.
+  ``async_`` sends through; ``async_``: the driver; ``sync``: its blocking face.
 """
 
 from ors_gym.backends.http._pool import (

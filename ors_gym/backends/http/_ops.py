@@ -1,10 +1,11 @@
 """The ORS endpoints a backend offers, each written once as a sans-IO operation.
 
-Every method returns an ``Op`` generator (see ``_steps``): ``HttpBackend``
-drives it with blocking httpx, ``AsyncHttpBackend`` on asyncio, so both have
-the same requests, retries, errors and parsed results. What is remembered
-between calls (the server's environment names, whether it has ``/messages``)
-is per backend. Wire details: /work/shared/ors-protocol.md.
+Every method returns an ``Op`` generator (see ``_steps``), driven by
+``AsyncHttpBackend`` on asyncio (``HttpBackend`` is its blocking face), so the
+requests, retries, errors and parsed results are written once and tested by
+feeding bytes. What is remembered between calls (the server's environment
+names, whether it has ``/messages``) is per backend. Wire details: the Open
+Reward Standard's protocol description.
 
 A hosted deployment is spoken to as the SDK client speaks to it: every request
 carries ``X-Deployment`` and a session id issued by ``/create_session`` (an
