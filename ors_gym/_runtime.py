@@ -52,7 +52,7 @@ IDLE_GRACE_S = 0.05
 _IDLE_CHECK_S = 1.0
 
 #: Seconds the background driver thread waits for work before it ends (made again later).
-_DRIVER_LINGER_S = 30.0
+_DRIVER_LINGER_S = 5.0
 
 #: Loops inherited through fork: never closed in the child, never collected.
 _ABANDONED: list[asyncio.AbstractEventLoop] = []
