@@ -35,7 +35,7 @@ def submit(answer: Any) -> dict[str, Any]:
 
 # Sandbox is left out: check_env steps with action_space.sample(), and Sandbox's bash tool
 # runs real shell commands on this machine, so random strings would run as commands.
-# tests/test_sandbox_env.py drives it with scripted calls instead.
+# tests/envs/test_sandbox_env.py drives it with scripted calls instead.
 @pytest.mark.parametrize("name", sorted(set(BUNDLED) - {"Sandbox"}))
 def test_check_env_passes(make_env: Any, name: str) -> None:
     # Echo's `fail` tool raises on purpose: under on_error="truncate" that ends the episode.

@@ -200,3 +200,15 @@ def test_docstrings_and_comments_carry_no_drift(path: Path) -> None:
     relative = path.relative_to(ROOT).as_posix()
     found = {k: v for k, v in _drift(path).items() if k not in PENDING.get(relative, set())}
     assert found == {}, f"{relative}: {found}"
+
+
+def test_tests_mirror_the_package() -> None:
+    """Every folder of tests/ (but its own helpers' caches) is a folder of the package."""
+    tests = ROOT / "tests"
+    folders = {
+        path.relative_to(tests) for path in tests.rglob("*")
+        if path.is_dir() and path.name != "__pycache__" and any(path.glob("test_*.py"))
+    }
+    assert folders, "tests/ has no sub-folders"
+    strays = sorted(str(f) for f in folders if not (PACKAGE / f).is_dir())
+    assert strays == [], f"test folders with no package folder of the same path: {strays}"

@@ -24,7 +24,7 @@ from ors_gym.envs import BUNDLED  # noqa: E402
 from ors_gym.scripted import ScriptedLLM  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

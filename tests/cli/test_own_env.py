@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_cli import _env, _read_serving_line, _stop
+from tests.cli.test_cli import _env, _read_serving_line, _stop
 
 QUIZ = '''
 from collections.abc import Sequence

@@ -18,8 +18,8 @@ An environment is trainable here when its tool calls can be enumerated
 (``DiscreteToolActions``) and it reports the chosen observation;
 :func:`check_trainable` says why not (:class:`NotTrainableError`). This module
 is the library; the command line (:mod:`ors_gym.cli.train`) calls it. The run is
-here; its parts live beside it: the environments (``_train_envs``), the
-evaluation (``_train_eval``) and what a run writes (``_train_results``).
+here; its parts live beside it: the environments (``_envs``), the
+evaluation (``_eval``) and what a run writes (``_results``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from ors_gym._train_envs import (
+from ors_gym.errors import OrsDependencyError
+from ors_gym.train._envs import (
     DEFAULT_MAX_EPISODE_STEPS,
     OBSERVATIONS,
     NotTrainableError,
@@ -40,20 +41,19 @@ from ors_gym._train_envs import (
     make_env,
     trainable_observations,
 )
-from ors_gym._train_envs import IMAGE_SIZE as IMAGE_SIZE
-from ors_gym._train_envs import TEXT_DIM as TEXT_DIM
-from ors_gym._train_eval import Policy as Policy
-from ors_gym._train_eval import eval_split as _eval_split
-from ors_gym._train_eval import evaluate
-from ors_gym._train_eval import model_policy as _model_policy
-from ors_gym._train_eval import random_policy as _random_policy
-from ors_gym._train_results import RESULTS_NOTES as RESULTS_NOTES
-from ors_gym._train_results import curve_columns as _curve_columns
-from ors_gym._train_results import format_table
-from ors_gym._train_results import log_evaluations as _log_evaluations
-from ors_gym._train_results import results_text as _results_text
-from ors_gym._train_results import save_curve as _save_curve
-from ors_gym.errors import OrsDependencyError
+from ors_gym.train._envs import IMAGE_SIZE as IMAGE_SIZE
+from ors_gym.train._envs import TEXT_DIM as TEXT_DIM
+from ors_gym.train._eval import Policy as Policy
+from ors_gym.train._eval import eval_split as _eval_split
+from ors_gym.train._eval import evaluate
+from ors_gym.train._eval import model_policy as _model_policy
+from ors_gym.train._eval import random_policy as _random_policy
+from ors_gym.train._results import RESULTS_NOTES as RESULTS_NOTES
+from ors_gym.train._results import curve_columns as _curve_columns
+from ors_gym.train._results import format_table
+from ors_gym.train._results import log_evaluations as _log_evaluations
+from ors_gym.train._results import results_text as _results_text
+from ors_gym.train._results import save_curve as _save_curve
 
 __all__ = [
     "ALGOS",

@@ -65,7 +65,7 @@ from ors_gym.protocol import TextBlock as OrsTextBlock  # noqa: E402
 from ors_gym.protocol import ToolOutput as OrsToolOutput  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 ECHO = "ors_gym.envs.echo:Echo"
 BUNDLED_SPECS = [
     "ors_gym.envs.gridworld:GridWorld",

@@ -24,7 +24,7 @@ from ors_gym.viewer.transcript import has_error
 from tests._browser import CHROMIUM, Browser
 from tests._openai_server import OpenAIServer
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 HOSTILE = '<script>window.pwned=1</script><img src=x onerror="window.pwned=2">'
 
 

@@ -368,7 +368,7 @@ def test_gzip_bomb_stops_at_the_cap_while_inflating() -> None:
 
 
 def test_body_decoder_takes_raw_deflate_and_refuses_stacked_codings() -> None:
-    # (the gzip cap, zlib deflate and unknown codings: tests/test_vector.py)
+    # (the gzip cap, zlib deflate and unknown codings: tests/vector/test_vector.py)
     raw = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     raw_deflate = raw.compress(b"abc" * 100) + raw.flush()
     decoder = BodyDecoder("deflate", max_bytes=300, what="t", where=WHERE)
