@@ -120,7 +120,8 @@ def _table_fields(section: str) -> set[str]:
 def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
     import gymnasium as gym
 
-    from ors_gym.wrappers import RecordTrajectories, read_trajectories
+    from ors_gym.trajectories import read_trajectories
+    from ors_gym.wrappers import RecordTrajectories
 
     env = RecordTrajectories(gym.make("ors/Math-v0"), tmp_path / "t.jsonl")
     env.reset(seed=0)
@@ -157,3 +158,51 @@ def test_readme_links_resolve() -> None:
     assert local, "the README links into the docs"
     missing = [t for t in local if not (ROOT / t).exists()]
     assert missing == [], f"README links to files that do not exist: {missing}"
+
+
+_TREE_LINE = re.compile(r"^((?:│   |    )*)(?:├── |└── )?([\w.]+/?)(?:\s{2,}.*)?$")
+
+
+def _architecture_tree(page: str) -> set[str]:
+    """The paths the architecture page's layout tree names, relative to the repository."""
+    block = page.partition("## Layout")[2].partition("```text\n")[2].partition("```")[0]
+    lines = block.splitlines()
+    assert lines and lines[0] == "ors_gym/", "the layout tree starts at ors_gym/"
+    stack: list[str] = ["ors_gym"]
+    named: set[str] = set()
+    for line in lines[1:]:
+        match = _TREE_LINE.match(line)
+        assert match, f"a layout line the test cannot read: {line!r}"
+        depth = len(match.group(1)) // 4 + 1
+        name = match.group(2)
+        del stack[depth:]
+        path = "/".join([*stack, name.rstrip("/")])
+        named.add(path)
+        if name.endswith("/"):
+            stack.append(name.rstrip("/"))
+    return named
+
+
+def _package_tree(root: Path) -> set[str]:
+    """Every package and every module (``__init__`` aside) under ``root/ors_gym``."""
+    found: set[str] = set()
+    for path in (root / "ors_gym").rglob("*.py"):
+        if "__pycache__" in path.parts:
+            continue
+        rel = path.relative_to(root).as_posix()
+        if path.name == "__init__.py":
+            if path.parent != root / "ors_gym":
+                found.add(path.parent.relative_to(root).as_posix())
+        else:
+            found.add(rel)
+    return found
+
+
+def test_architecture_layout_matches_the_package() -> None:
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    named = _architecture_tree(page)
+    assert "ors_gym/backends/http/async_.py" in named  # the parser follows the nesting
+    missing = sorted(_package_tree(ROOT) - named)
+    assert missing == [], f"modules or packages docs/architecture.md's layout omits: {missing}"
+    stale = sorted(p for p in named if not (ROOT / p).exists())
+    assert stale == [], f"paths docs/architecture.md's layout names that do not exist: {stale}"
