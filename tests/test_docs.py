@@ -3,7 +3,8 @@
 Each page's Python snippets run in page order in one namespace (a page's snippets
 build on each other), in a fresh working folder, with the bundled environments served
 by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
-Snippets marked ``<!-- skip: reason -->`` are compiled only, and a deprecated
+Snippets marked ``<!-- skip: reason -->`` are compiled only; ``ors-gym`` commands in
+bash blocks marked ``<!-- run -->`` run in-process, in page order with the snippets. A deprecated
 ors_gym import path in a snippet is an error. ``mkdocs build --strict``
 turns every warning (a broken link, a docstring that fails to render, an option with no
 description) into a failure.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import warnings
@@ -20,26 +22,37 @@ from pathlib import Path
 
 import pytest
 
-from tests._docs_snippets import DEMO_URL, ROOT, doc_pages, snippets
+from tests._docs_snippets import DEMO_URL, ROOT, commands, doc_pages, snippets
 
 PAGES = doc_pages()
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_snippets_run(
-    page: Path, server_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    page: Path, request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ors_gym.cli import main
+
     found = snippets(page)
+    lines = commands(page)
+    # The session's server starts only for a page that talks to one.
+    uses_server = any(DEMO_URL in s.code for s in found) or any(DEMO_URL in c for _, c in lines)
+    url = str(request.getfixturevalue("server_url")) if uses_server else DEMO_URL
+    steps = sorted([(s.line, s) for s in found] + lines, key=lambda item: item[0])
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     try:
         with warnings.catch_warnings():
             # A page teaching an import path ors_gym has deprecated fails here.
             warnings.filterwarnings("error", message=r"ors_gym\.", category=DeprecationWarning)
-            for snippet in found:
-                where = f"{page.relative_to(ROOT)}:{snippet.line}"
-                code = compile(snippet.code.replace(DEMO_URL, server_url), where, "exec")
-                if snippet.skip is None:
+            for line, step in steps:
+                where = f"{page.relative_to(ROOT)}:{line}"
+                if isinstance(step, str):
+                    argv = shlex.split(step.replace(DEMO_URL, url))[1:]
+                    assert main(argv) == 0, f"{where}: {step} failed"
+                    continue
+                code = compile(step.code.replace(DEMO_URL, url), where, "exec")
+                if step.skip is None:
                     exec(code, namespace)
     finally:
         for value in list(namespace.values()):
@@ -149,6 +162,20 @@ def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
         ("x = 1\n", "needs a GPU"), ("y = 2\n", None), ("z = 3\n", None),
     ]
     assert found[0].line == 6
+
+
+def test_collector_reads_run_marks(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- run -->\n```bash\nors-gym list   # every id\n\nors-gym eval x\n```\n"
+        "```bash\nors-gym serve\n```\n<!-- run -->\n```bash\nls\n```\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ValueError, match="not an ors-gym command"):
+        commands(page)
+    page.write_text(page.read_text(encoding="utf-8").replace("ls", "ors-gym view f"), "utf-8")
+    assert commands(page) == [(3, "ors-gym list"), (5, "ors-gym eval x"), (12, "ors-gym view f")]
+    assert len(commands(ROOT / "docs" / "guides" / "llm-agents.md")) >= 1
 
 
 def test_readme_links_resolve() -> None:
