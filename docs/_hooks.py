@@ -51,6 +51,10 @@ def api_markdown() -> str:
 SUBMODULES = (
     "ors_gym.errors",
     "ors_gym.actions",
+    "ors_gym.observations",
+    "ors_gym.catalog",
+    "ors_gym.backends.base",
+    "ors_gym.backends.http",
     "ors_gym.formats",
     "ors_gym.vector",
     "ors_gym.wrappers",
@@ -62,6 +66,8 @@ SUBMODULES = (
     "ors_gym.serving",
     "ors_gym.train",
     "ors_gym.ray",
+    "ors_gym.trl",
+    "ors_gym.skyrl",
 )
 
 

@@ -1,9 +1,10 @@
-"""The Python snippets of a Markdown page, in order, with their skip marks.
+"""The Python snippets and runnable commands of a Markdown page, in order, with their marks.
 
 A fenced block opened with ```` ```python ```` is a snippet. An HTML comment
 ``<!-- skip: reason -->`` on the line before its fence (blank lines between are
 allowed) marks it as one that cannot run in the test suite (a hosted platform,
-a GPU, a feature not merged yet); the tests still compile it.
+a GPU); the tests still compile it. A ```` ```bash ```` block marked
+``<!-- run -->`` holds ``ors-gym`` commands the tests run in-process, one a line.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEMO_URL", "Snippet", "doc_pages", "snippets"]
+__all__ = ["DEMO_URL", "Snippet", "commands", "doc_pages", "snippets"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -20,12 +21,12 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO_URL = "http://127.0.0.1:8080"
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
-_SKIP = re.compile(r"^\s*<!--\s*skip:\s*(.+?)\s*-->\s*$")
+_MARK = re.compile(r"^\s*<!--\s*(skip:\s*(.+?)|run)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
 class Snippet:
-    """One fenced Python block: where it starts, its code, and why it is skipped (if it is)."""
+    """One fenced block: where it starts, its code, and why it is skipped (if it is)."""
 
     path: Path
     line: int
@@ -38,29 +39,50 @@ def doc_pages() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
-def snippets(path: Path) -> list[Snippet]:
-    """The Python snippets of the page at ``path``, in page order."""
-    found: list[Snippet] = []
+def _blocks(path: Path) -> list[tuple[str, str | None, Snippet]]:
+    """Every fenced block of the page: its language, the mark before it, the block."""
+    found: list[tuple[str, str | None, Snippet]] = []
     lines = path.read_text(encoding="utf-8").splitlines()
+    mark: str | None = None
     skip: str | None = None
     i = 0
     while i < len(lines):
         line = lines[i]
-        mark = _SKIP.match(line)
+        marked = _MARK.match(line)
         fence = _FENCE.match(line)
-        if mark:
-            skip = mark.group(1)
+        if marked:
+            mark, skip = ("skip", marked.group(2)) if marked.group(2) else ("run", None)
         elif fence:
             indent, lang = fence.groups()
             start = i + 1
             i += 1
             while i < len(lines) and not lines[i].strip().startswith("```"):
                 i += 1
-            if lang in ("python", "py"):
-                body = [ln[len(indent):] for ln in lines[start:i]]
-                found.append(Snippet(path, start + 1, "\n".join(body) + "\n", skip))
-            skip = None
+            body = [ln[len(indent):] for ln in lines[start:i]]
+            found.append((lang, mark, Snippet(path, start + 1, "\n".join(body) + "\n", skip)))
+            mark = skip = None
         elif line.strip():
-            skip = None
+            mark = skip = None
         i += 1
+    return found
+
+
+def snippets(path: Path) -> list[Snippet]:
+    """The Python snippets of the page at ``path``, in page order."""
+    return [block for lang, _, block in _blocks(path) if lang in ("python", "py")]
+
+
+def commands(path: Path) -> list[tuple[int, str]]:
+    """The ``ors-gym`` command lines of the page's ``<!-- run -->`` bash blocks, with
+    their line numbers (trailing ``# comments`` dropped)."""
+    found: list[tuple[int, str]] = []
+    for lang, mark, block in _blocks(path):
+        if lang != "bash" or mark != "run":
+            continue
+        for offset, line in enumerate(block.code.splitlines()):
+            command = line.split(" #")[0].strip()
+            if command:
+                if not command.startswith("ors-gym "):
+                    raise ValueError(f"{path}:{block.line + offset}: not an ors-gym command")
+                found.append((block.line + offset, command))
     return found
