@@ -9,7 +9,11 @@ fixed script of tool calls through its tool methods (``echo``, ``echo`` again,
 script against the same server, interleaved round by round (rotating order);
 each rollout is timed on its own. Reported: median rollout time per case and
 rollouts per second, and the ratio of ``OrsSpec``'s rate to ``OpenRewardSpec``'s
-(median over rounds; target at least 2x).
+(median over rounds; target at least 2x). Each row also gives the CPU time per
+rollout of the client (this process) and of the server process, which show
+where a rollout's time goes: both sides are CPU-bound on a small machine, so
+the server's share (one request costs it about the same from either client)
+bounds the ratio.
 
 Run: ``python -m benchmarks.bench_trl`` (``--quick`` for fewer rounds,
 ``--json PATH`` to save the rows). Needs the ``trl`` extra and ``openreward``.
@@ -31,7 +35,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import Steps, flat, format_rows, interleave, row, served, write_json
+from benchmarks._common import (
+    Steps,
+    flat,
+    format_rows,
+    interleave,
+    row,
+    served_process,
+    write_json,
+)
 from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
@@ -100,14 +112,41 @@ def trl_case(url: str) -> Iterator[Steps]:
         steps.instance._close()  # type: ignore[attr-defined]
 
 
+def _process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, where /proc tells."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _metered(steps: Steps, server_pid: int, cpu: dict[str, float]) -> Steps:
+    """``steps``, adding its rollouts, client CPU and server CPU seconds to ``cpu``."""
+
+    def run(n: int) -> list[float]:
+        client, server = time.process_time(), _process_cpu(server_pid)
+        out = steps(n)
+        cpu["client"] += time.process_time() - client
+        after = _process_cpu(server_pid)
+        if server is not None and after is not None:
+            cpu["server"] += after - server
+        cpu["rollouts"] += n
+        return out
+
+    return run
+
+
 def run(rounds: int = 10, batch_ms: float = 300.0) -> list[dict[str, Any]]:
     """Time both specs; one row per case (rollouts/s, ratio to OpenRewardSpec's rate)."""
     logging.getLogger("trl").setLevel(logging.ERROR)
+    cpu: dict[str, dict[str, float]] = {
+        name: {"client": 0.0, "server": 0.0, "rollouts": 0} for name in (TRL, ORS)}
     with ExitStack() as stack:
-        url = stack.enter_context(served([ENV]))
+        pid, url = stack.enter_context(served_process([ENV]))
         cases: dict[str, Steps] = {
-            TRL: stack.enter_context(trl_case(url)),
-            ORS: stack.enter_context(ors_case(url)),
+            TRL: _metered(stack.enter_context(trl_case(url)), pid, cpu[TRL]),
+            ORS: _metered(stack.enter_context(ors_case(url)), pid, cpu[ORS]),
         }
         times = interleave(cases, rounds, batch_ms / 1000)
     base = statistics.median(flat(times[TRL]))
@@ -119,9 +158,12 @@ def run(rounds: int = 10, batch_ms: float = 300.0) -> list[dict[str, Any]]:
             statistics.median(b) / statistics.median(o)
             for o, b in zip(per_round, times[TRL], strict=True)
         )
+        used = cpu[name]
+        per = 1000 / max(used["rollouts"], 1)  # ms per rollout (batch sizing included)
         rows.append(row("trl", name, 1 / med, 1 / base, ratio, "rollouts/s", TRL,
                         ms_per_rollout=round(med * 1000, 2), rollouts=len(flat(per_round)),
-                        rounds=rounds))
+                        rounds=rounds, client_cpu_ms=round(used["client"] * per, 2),
+                        server_cpu_ms=round(used["server"] * per, 2)))
     return rows
 
 
@@ -139,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows = run(rounds=3 if args.quick else 10)
     print(format_rows(rows))
+    for r in rows:
+        print(f"{r['case']}: {r['ms_per_rollout']} ms per rollout; CPU per rollout: "
+              f"client {r['client_cpu_ms']} ms, server {r['server_cpu_ms']} ms")
     for line in verdicts(rows):
         print(line)
     if args.json:

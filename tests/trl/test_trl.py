@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -168,8 +169,22 @@ def test_bad_arguments_are_explained() -> None:
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A tokenizer, a warmed-up tiny Qwen3 model and the spec it was warmed up on."""
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A tokenizer, a warmed-up tiny Qwen3 model and the spec it was warmed up on.
+
+    Torch runs on one intra-op thread while the module's trainer tests run: a model
+    this small gains little from a second thread, and two threads spin against each
+    other whenever the machine's cores are busy with anything else.
+    """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield _build_tiny(tmp_path_factory)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build_tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
     from trl.chat_template_utils import qwen3_chat_template
@@ -258,8 +273,8 @@ def test_grpo_trains_on_a_mixed_run_with_rewards_from_the_environments(
     model = tiny["model"]
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     args = GRPOConfig(
-        output_dir=str(tiny["out"]), max_steps=2, per_device_train_batch_size=8,
-        num_generations=4, max_completion_length=32, max_tool_calling_iterations=1,
+        output_dir=str(tiny["out"]), max_steps=2, per_device_train_batch_size=4,
+        num_generations=2, max_completion_length=24, max_tool_calling_iterations=1,
         learning_rate=1e-2, logging_steps=1, report_to="none", use_cpu=True, seed=0,
         save_strategy="no", temperature=1.0, chat_template_kwargs={"enable_thinking": False},
     )
