@@ -60,6 +60,9 @@ def test_snippets_run(
             close = getattr(value, "close", None)
             if callable(close) and type(value).__module__.startswith(("ors_gym", "gymnasium")):
                 close()
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():  # a page that failed before its shutdown
+            ray.shutdown()
 
 
 def test_skips_give_a_reason() -> None:
