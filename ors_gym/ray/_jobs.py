@@ -28,6 +28,8 @@ class Job:
     actor: int = -1
     server: str | None = None
     session: str | None = None
+    #: Its record has arrived: no longer counted as running, though its call may not have ended.
+    ended: bool = False
 
 
 def rollout_info(job: Job) -> dict[str, Any]:

@@ -228,7 +228,7 @@ class Rollouts(Iterator[dict[str, Any]]):
             if self._per_server is not None and self._server_load[server] >= self._per_server:
                 return
             job = self._queue.popleft()
-            job.actor, job.server, job.session = actor, server, None
+            job.actor, job.server, job.session, job.ended = actor, server, None, False
             job.attempt += 1
             payload = {"task": job.task, "server": server, "seed": job.seed}
             generator = self.actors[actor].episode.remote(payload)
@@ -275,6 +275,8 @@ class Rollouts(Iterator[dict[str, Any]]):
                     self._count_session(job.server, -1)
                     job.session = None
                 self.progress.finished += 1
+                self.progress.running -= 1
+                job.ended = True
                 self._ready.append(record)
                 self._report()
 
@@ -284,7 +286,8 @@ class Rollouts(Iterator[dict[str, Any]]):
         if job.actor in self._load:
             self._load[job.actor] -= 1
         self._server_load[job.server] -= 1
-        self.progress.running -= 1
+        if not job.ended:
+            self.progress.running -= 1
         if job.session is not None:  # it raised, or its actor died, with its session open
             self._count_session(job.server, -1)
             job.session = None

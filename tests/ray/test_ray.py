@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[None]:
     """A local Ray cluster whose workers import this checkout's ors_gym (and these tests)."""
-    parts = (str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", ""))
+    parts = (str(ROOT), str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", ""))
     path = os.pathsep.join(p for p in parts if p)
     ray.init(
         num_cpus=3,
