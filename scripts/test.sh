@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Set up for the suite (scripts/setup.sh test: every extra, the tools, chromium), then lint,
-# type-check and run the whole test suite, slow tests included.
+# type-check and run the whole test suite (docs build and snippets included), slow tests included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 . "${ORS_GYM_VENV:-.venv}/bin/activate"
 export OPENREWARD_DISABLE_UPDATE_CHECK=1
-ruff check ors_gym tests benchmarks
+ruff check ors_gym tests benchmarks docs
 mypy
-python -m pytest -q -p no:cacheprovider "$@"
+# Two workers, one test file each at a time (a file's module-scoped servers stay on one worker).
+python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
