@@ -3,6 +3,6 @@
 Each module checks the installed version against the range its private path
 was verified on and otherwise takes a public path (logged once at DEBUG), so
 an upgrade that renames a private name costs speed or a capability, never a
-wrong answer. ``tests/test_compat.py`` fails loudly when a name changes or a
+wrong answer. ``tests/_compat/test_compat.py`` fails loudly when a name changes or a
 version leaves its range.
 """
