@@ -189,7 +189,7 @@ def test_256_concurrent_http_episodes(srv: ServerThread) -> None:
     before = live(srv)
 
     async def main() -> list[float]:
-        client = pooled_client(None, 260, shards=64)
+        client = pooled_client(None, 260)
         backend = AsyncHttpBackend(srv.url, client=client)
         try:
             envs = [AsyncOrsEnv(env_name="math", backend=backend) for _ in range(256)]

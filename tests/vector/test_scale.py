@@ -222,7 +222,7 @@ def test_many_async_episodes_on_one_loop(servers: list[ServerProcess]) -> None:
     from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
     async def main() -> list[str]:
-        client = pooled_client(None, N_SCALE + 4, shards=N_SCALE // 2)
+        client = pooled_client(None, N_SCALE + 4)
         backends = [AsyncHttpBackend(s.url, client=client) for s in servers]
         envs = [AsyncOrsEnv(backend=backends[i % 4], env_name="census") for i in range(N_SCALE)]
 
