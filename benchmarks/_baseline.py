@@ -19,7 +19,7 @@ from typing import Any
 from benchmarks._common import child_env
 from benchmarks._vector_procs import ref_tree, short_ref
 
-__all__ = ["baseline_rows", "compare"]
+__all__ = ["baseline_rows", "compare", "with_baseline"]
 
 
 def baseline_rows(module: str, ref: str, argv: Sequence[str]) -> tuple[list[dict[str, Any]], str]:
@@ -56,3 +56,14 @@ def compare(ours: Sequence[dict[str, Any]], base: Sequence[dict[str, Any]], ref:
         lines.append(f"{r['case']:<36}{cells}")
     lines.append(f"baseline {ref} = {commit[:12]}; x baseline below 1: this tree is faster")
     return "\n".join(lines)
+
+
+def with_baseline(module: str, rows: list[dict[str, Any]], ref: str, argv: Sequence[str],
+                  keys: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Run ``module`` over ``ref``'s tree, print the comparison of ``keys``, and return
+    ``rows`` followed by the baseline's rows (their cases suffixed ``@ref``)."""
+    base, commit = baseline_rows(module, ref, argv)
+    print()
+    print(compare(rows, base, ref, commit, keys))
+    tagged = [{**r, "ref": ref, "commit": commit, "case": f"{r['case']}@{ref}"} for r in base]
+    return rows + tagged

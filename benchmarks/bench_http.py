@@ -220,16 +220,11 @@ def main(argv: list[str] | None = None) -> None:
     print(format_table(rows))
     print(f"tool: Echo.{TOOL}({ARGS}); server in its own process on 127.0.0.1")
     if args.baseline:
-        from benchmarks._baseline import baseline_rows, compare
+        from benchmarks._baseline import with_baseline
 
         same = [*(["--quick"] if args.quick else []), *(["--no-sdk"] if args.no_sdk else [])]
-        base, commit = baseline_rows("bench_http", args.baseline, same)
-        print()
-        print(compare(rows, base, args.baseline, commit,
-                      [("ratio", "x floor"), ("p99_ratio", "p99 x floor")]))
-        for r in base:
-            r["ref"], r["commit"] = args.baseline, commit
-        rows = rows + [{**r, "case": f"{r['case']}@{args.baseline}"} for r in base]
+        rows = with_baseline("bench_http", rows, args.baseline, same,
+                             [("ratio", "x floor"), ("p99_ratio", "p99 x floor")])
     if args.json:
         write_json(rows, args.json)
 

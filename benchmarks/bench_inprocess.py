@@ -326,17 +326,12 @@ def main(argv: list[str] | None = None) -> None:
     print("x floor (cpu): the same from the calling thread's CPU time, which other load on the "
           "machine does not inflate (in-process cases only)")
     if args.baseline:
-        from benchmarks._baseline import baseline_rows, compare
+        from benchmarks._baseline import with_baseline
 
         same = [*(["--quick"] if args.quick else []), *(["--no-http"] if args.no_http else []),
                 "--batch-ms", str(args.batch_ms)]
-        base, commit = baseline_rows("bench_inprocess", args.baseline, same)
-        print()
-        print(compare(rows, base, args.baseline, commit,
-                      [("ratio_vs_floor", "x floor"), ("cpu_ratio_vs_floor", "x floor cpu")]))
-        for r in base:
-            r["ref"], r["commit"] = args.baseline, commit
-        rows = rows + [{**r, "case": f"{r['case']}@{args.baseline}"} for r in base]
+        rows = with_baseline("bench_inprocess", rows, args.baseline, same,
+                             [("ratio_vs_floor", "x floor"), ("cpu_ratio_vs_floor", "x floor cpu")])
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=2))
