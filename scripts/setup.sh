@@ -45,7 +45,7 @@ python -c "import torch" 2>/dev/null || python -m pip install --quiet "torch==2.
 
 wanted="$(python -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' pyproject.toml)"
 # The stamp is "<sha256> <extra>"; a stamp without an extra was written for dev.
-read -r stamped_hash stamped_extra < "$STAMP" 2>/dev/null || true
+[ -f "$STAMP" ] && read -r stamped_hash stamped_extra < "$STAMP" || true
 stamped_hash="${stamped_hash:-}"
 stamped_extra="${stamped_extra:-dev}"
 enough() { [ "$stamped_extra" = "$EXTRA" ] || [ "$stamped_extra" = dev ]; }
