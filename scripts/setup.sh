@@ -69,8 +69,9 @@ else
     held="$VENV/.ors-gym-torch.txt"
     python -c 'from importlib.metadata import version; print("torch==" + version("torch").split("+")[0])' \
       > "$held"
-    python -m uv pip install --quiet --python "$VENV/bin/python" --constraint "$held" \
-      -e ".[$EXTRA]"
+    # --compile-bytecode: as pip does, so that no process compiles the libraries again.
+    python -m uv pip install --quiet --compile-bytecode --python "$VENV/bin/python" \
+      --constraint "$held" -e ".[$EXTRA]"
   fi
   echo "$wanted $EXTRA" > "$STAMP"
 fi
