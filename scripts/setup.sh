@@ -4,8 +4,11 @@
 #                    no Ray, linters or test tools, and no system package.
 #   setup.sh test    (the default) the whole suite: ".[dev]" (every extra and the tools), and
 #                    Debian's chromium for the viewer's browser test (apt-get, only as root).
-# torch is installed first, pinned to the CPU build this workplace keeps on disk; the package
-# metadata does not pin it. `pip install -e` runs only when something it installs has changed:
+# torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
+# package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
+# to the torch already there so that no other build of torch is ever fetched; set
+# ORS_GYM_INSTALLER=pip to install with pip instead. chromium's apt-get runs beside the Python
+# install. The install runs only when something it installs has changed:
 # the venv keeps a stamp holding the SHA-256 of pyproject.toml and the extra installed, and the
 # install runs again when the hash differs, when the extra installed is not enough (dev covers
 # train), or when ors_gym (from this checkout) is not importable. ORS_GYM_VENV chooses the venv
@@ -24,14 +27,25 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 . "$VENV/bin/activate"
-python -c "import torch" 2>/dev/null || {
-  python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet "torch==2.13.0"
-}
+
+chromium_job=""
+have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
+if [ "$MODE" = test ] && ! have_chromium; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing chromium (the viewer's browser test), beside the Python install"
+    ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ) \
+      >/dev/null &
+    chromium_job=$!
+  else
+    echo "setup: chromium is missing (sudo apt-get install -y chromium); the browser test will skip"
+  fi
+fi
+
+python -c "import torch" 2>/dev/null || python -m pip install --quiet "torch==2.13.0"
 
 wanted="$(python -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' pyproject.toml)"
 # The stamp is "<sha256> <extra>"; a stamp without an extra was written for dev.
-read -r stamped_hash stamped_extra < "$STAMP" 2>/dev/null || true
+[ -f "$STAMP" ] && read -r stamped_hash stamped_extra < "$STAMP" || true
 stamped_hash="${stamped_hash:-}"
 stamped_extra="${stamped_extra:-dev}"
 enough() { [ "$stamped_extra" = "$EXTRA" ] || [ "$stamped_extra" = dev ]; }
@@ -45,17 +59,23 @@ sys.exit(pathlib.Path(ors_gym.__file__).resolve().parents[1] != pathlib.Path(sys
 if [ "$wanted" = "$stamped_hash" ] && enough && importable; then
   echo "setup: $VENV is up to date with pyproject.toml ($stamped_extra); skipping pip install"
 else
-  python -m pip install --quiet --upgrade pip
-  python -m pip install --quiet -e ".[$EXTRA]"
+  if [ "${ORS_GYM_INSTALLER:-uv}" = pip ]; then
+    python -m pip install --quiet --upgrade pip
+    python -m pip install --quiet -e ".[$EXTRA]"
+  else
+    python -m pip install --quiet uv
+    # A constraint on the torch in the venv: a package asking for another torch fails the
+    # resolution instead of fetching a multi-GB build.
+    held="$VENV/.ors-gym-torch.txt"
+    python -c 'from importlib.metadata import version; print("torch==" + version("torch").split("+")[0])' \
+      > "$held"
+    # --compile-bytecode: as pip does, so that no process compiles the libraries again.
+    python -m uv pip install --quiet --compile-bytecode --python "$VENV/bin/python" \
+      --constraint "$held" -e ".[$EXTRA]"
+  fi
   echo "$wanted $EXTRA" > "$STAMP"
 fi
 
-[ "$MODE" = test ] || exit 0
-if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing chromium (the viewer's browser test)"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "setup: chromium is missing (sudo apt-get install -y chromium); the browser test will skip"
-  fi
+if [ -n "$chromium_job" ]; then
+  wait "$chromium_job" || echo "setup: apt-get could not install chromium; the browser test will skip"
 fi

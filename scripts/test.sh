@@ -8,5 +8,6 @@ bash scripts/setup.sh test
 export OPENREWARD_DISABLE_UPDATE_CHECK=1
 ruff check ors_gym tests benchmarks docs
 mypy
-# Two workers, one test file each at a time (a file's module-scoped servers stay on one worker).
-python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile "$@"
+# Two workers, one test file each at a time (a file's module-scoped servers stay on one worker),
+# handed out in the order tests/conftest.py gives: the files with the most slow tests first.
+python -m pytest -q -p no:cacheprovider -n 2 --dist loadfile --no-loadscope-reorder "$@"

@@ -1,14 +1,29 @@
-"""Shared fixtures: a real SDK server on 127.0.0.1 (ephemeral port) with the bundled envs."""
+"""Shared fixtures: a real SDK server on 127.0.0.1 (ephemeral port) with the bundled envs;
+and the order in which test files are handed to the workers."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding the most tests marked ``slow`` come first, each file kept whole and in
+    its own order. The test command hands files to its workers in this order (``--dist loadfile
+    --no-loadscope-reorder``), so the long files start early and the short ones fill in at the
+    end, rather than one long file running alone while the other worker idles."""
+    slow: Counter[Path] = Counter(item.path for item in items if item.get_closest_marker("slow"))
+    first: dict[Path, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(item.path, index)
+    items.sort(key=lambda item: (-slow[item.path], first[item.path]))
 
 
 def _bundled_specs() -> list[str]:

@@ -59,6 +59,17 @@ def test_setup_skips_pip_install_when_nothing_changed(job: str) -> None:
         assert "chromium" not in done.stdout + done.stderr  # no system package for the main job
 
 
+def test_the_extras_were_installed_held_to_the_venvs_torch() -> None:
+    """uv installed the extras under a constraint naming the torch already in the venv, so no
+    package could pull another build of torch in."""
+    from importlib.metadata import version
+
+    held = Path(sys.prefix) / ".ors-gym-torch.txt"
+    if not held.exists():
+        pytest.skip("this venv was not set up by scripts/setup.sh with uv")
+    assert held.read_text().split() == ["torch==" + version("torch").split("+")[0]]
+
+
 def test_setup_refuses_an_unknown_job() -> None:
     done = subprocess.run(
         ["bash", "scripts/setup.sh", "everything"],

@@ -11,20 +11,21 @@ and changed weights.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
 import random
 from collections.abc import Iterator
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
-pytest.importorskip("trl")
-torch = pytest.importorskip("torch")
+from ors_gym.trl import ENDED_TEXT, OrsRollout, OrsSpec, ors_reward
 
-import gymnasium as gym  # noqa: E402
-from transformers.utils import get_json_schema  # noqa: E402
-
-from ors_gym.trl import ENDED_TEXT, OrsRollout, OrsSpec, ors_reward  # noqa: E402
+# TRL, transformers and torch are imported by the tests that use them, not at collection: a
+# worker that runs none of this file's tests never pays for importing them.
+if importlib.util.find_spec("trl") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
 
 QA, GRID = "ors/QA-v0", "ors/GridWorld-v0"
 
@@ -43,6 +44,8 @@ def tools_of(instance: OrsRollout) -> dict[str, Any]:
 
 @pytest.mark.parametrize("env_id", ["ors/Counter-v0", "ors/Echo-v0", GRID, "ors/Math-v0"])
 def test_generated_tools_give_back_the_environments_schemas(env_id: str) -> None:
+    from transformers.utils import get_json_schema
+
     spec = OrsSpec(env_id, num_tasks=1)
     instance = spec.environment_factory()
     env = gym.make(env_id).unwrapped
@@ -69,6 +72,8 @@ def test_generated_tools_give_back_the_environments_schemas(env_id: str) -> None
 
 
 def test_arrays_enums_and_nullable_parameters_survive_the_round_trip() -> None:
+    from transformers.utils import get_json_schema
+
     from ors_gym.trl._tools import tool_function
 
     schema = {"type": "object", "required": ["tags"], "properties": {
@@ -176,6 +181,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     this small gains little from a second thread, and two threads spin against each
     other whenever the machine's cores are busy with anything else.
     """
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -185,6 +192,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 
 
 def _build_tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
     from trl.chat_template_utils import qwen3_chat_template
@@ -256,6 +264,7 @@ def _build_tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def test_grpo_trains_on_a_mixed_run_with_rewards_from_the_environments(
     tiny: dict[str, Any],
 ) -> None:
+    import torch
     from trl import GRPOConfig, GRPOTrainer
 
     spec = OrsSpec([QA, GRID], indices=[0])
