@@ -452,12 +452,14 @@ def test_server_killed_mid_episode(on_error: str) -> None:
             _obs, _, terminated, truncated, info = env.step(submit(0))
             assert (terminated, truncated) == (False, True)
             assert info["truncation_reason"] == "session_lost" and info["error"]
-        port = int(url.rsplit(":", 1)[1])
-        proc, url2 = _start_cli_server(port)  # a fresh server on the same port
-        assert url2 == url
-        _, info = env.reset(seed=1)
-        assert info["session_id"] != sid
-        env.close()
+        # A fresh server on the same port (in this process: only the killed one needs its own)
+        from ors_gym.serving import ServerThread
+
+        with ServerThread([BUNDLED["Math"]], port=int(url.rsplit(":", 1)[1])) as fresh:
+            assert fresh.url == url
+            _, info = env.reset(seed=1)
+            assert info["session_id"] != sid
+            env.close()
     finally:
         _stop(proc)
 

@@ -1,4 +1,4 @@
-"""Many sessions from one process, against several real SDK server processes.
+"""Many sessions from one process, against more than one real SDK server process.
 
 The servers host ``tests._test_envs.Census``, which counts the sessions alive
 in its own process; every test ends by reading those counts from the servers.
@@ -23,7 +23,7 @@ CENSUS = "tests._test_envs:Census"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 #: Sessions in the Ctrl-C tests: fewer than the benchmark's 1,000, for the suite's time;
 #: the script is the same at any count.
-N_INTERRUPT = 200
+N_INTERRUPT = 100
 
 
 def census(url: str) -> dict[str, int]:
@@ -46,14 +46,27 @@ def wait_until(condition: object, timeout: float, what: str) -> None:
         time.sleep(0.05)
 
 
+#: Server processes shared by the tests: more than one, so sessions spread over servers and
+#: one can die while another answers; each costs a process importing the SDK.
+N_SERVERS = 2
+
+
 @pytest.fixture(scope="module")
-def servers() -> Iterator[list[ServerProcess]]:
-    procs = start_servers([CENSUS], 4)
+def server_procs() -> Iterator[list[ServerProcess]]:
+    procs = start_servers([CENSUS], N_SERVERS)
     try:
         yield procs
     finally:
         for p in procs:
             p.stop()
+
+
+@pytest.fixture
+def servers(server_procs: list[ServerProcess]) -> list[ServerProcess]:
+    """The shared servers, every one up: a server a test killed is started again (on its
+    port) only when a later test needs it."""
+    _restart([s for s in server_procs if s.proc is None])
+    return server_procs
 
 
 # -- Ctrl-C ------------------------------------------------------------------------------------
@@ -111,7 +124,7 @@ else:
 def test_ctrl_c_mid_batch_deletes_every_session(
     servers: list[ServerProcess], mode: str
 ) -> None:
-    """SIGINT while every session's call runs on 4 servers: no session outlives the client."""
+    """SIGINT while every session's call runs on the servers: no session outlives the client."""
     urls = [s.url for s in servers]
     client = subprocess.Popen(
         [sys.executable, "-c", _CLIENT, mode, str(N_INTERRUPT), *urls],
@@ -135,10 +148,80 @@ def test_ctrl_c_mid_batch_deletes_every_session(
             s.kill()
         _restart(servers)
     assert "KeyboardInterrupt" in err
-    assert counts == [0, 0, 0, 0], err[-2000:]
+    assert counts == [0] * N_SERVERS, err[-2000:]
 
 
-# -- a server restarted mid-run ------------------------------------------------------------------
+# -- 1,000 sessions and the soak -----------------------------------------------------------------
+
+#: Sessions of the scale tests (the soak runs fewer): bounded for the suite's time on 2 cores;
+#: ``python -m benchmarks.bench_scale`` and ``bench_soak --mode vector`` run 1,000.
+N_SCALE = 200
+
+
+@pytest.mark.slow
+def test_many_sessions_step_in_one_vector_env(servers: list[ServerProcess]) -> None:
+    from ors_gym.vector import OrsVectorEnv
+
+    env = OrsVectorEnv(N_SCALE, base_url=[s.url for s in servers], env_name="census")
+    try:
+        env.reset(options={"task_spec": {"delay_ms": 50}})
+        assert live(servers) == [N_SCALE // N_SERVERS] * N_SERVERS
+        for k in (1, 2):
+            obs, _, _, truncated, _ = env.step((WAIT,) * N_SCALE)
+            assert not truncated.any() and set(obs["text"]) == {f"waited {k}"}
+    finally:
+        env.close()
+    assert live(servers) == [0] * N_SERVERS
+
+
+@pytest.mark.slow
+def test_many_async_episodes_on_one_loop(servers: list[ServerProcess]) -> None:
+    import asyncio
+
+    from ors_gym import AsyncOrsEnv
+    from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+
+    async def main() -> list[str]:
+        client = pooled_client(None, N_SCALE + 4)
+        backends = [AsyncHttpBackend(s.url, client=client) for s in servers]
+        envs = [AsyncOrsEnv(backend=backends[i % N_SERVERS], env_name="census")
+                for i in range(N_SCALE)]
+
+        async def episode(env: AsyncOrsEnv) -> str:
+            await env.reset(options={"task_spec": {"delay_ms": 50}})
+            await env.step(WAIT)
+            obs, _, _, truncated, _ = await env.step(WAIT)
+            return "truncated" if truncated else str(obs["text"])
+
+        try:
+            return await asyncio.gather(*(episode(e) for e in envs))
+        finally:
+            await asyncio.gather(*(e.close() for e in envs))
+            await asyncio.gather(*(b.aclose() for b in backends))
+            await client.aclose()
+
+    assert set(asyncio.run(main())) == {"waited 2"}
+    assert live(servers) == [0] * N_SERVERS
+
+
+@pytest.mark.slow
+def test_soak_with_every_20th_stream_cut_loses_no_step(servers: list[ServerProcess]) -> None:
+    """Sessions of one OrsVectorEnv through a proxy cutting every 20th tool-call stream
+    (each cut call resumed by its task id); short episodes, so autoresets run too."""
+    from benchmarks.bench_soak import Tally, vector_soak
+    from tests._hostile import FlakyProxy
+
+    tally = Tally()
+    with FlakyProxy(servers[0].url, cut_every=20) as proxy:
+        vector_soak(proxy.url, 300, 50, {"delay_ms": 2, "length": 4}, tally,
+                    env_name="census")
+        cuts = proxy.cuts
+    assert (tally.lost, tally.errors) == (0, [])
+    assert tally.completed >= 300 and cuts >= 12
+    assert live(servers) == [0] * N_SERVERS
+
+
+# -- a server restarted mid-run (last: it leaves the servers killed) -----------------------------
 
 
 def _restart(servers: list[ServerProcess]) -> None:
@@ -187,74 +270,5 @@ def test_a_restarted_server_ends_only_its_own_sub_envs(servers: list[ServerProce
             env.step((WAIT,) * 8)
     finally:
         env.close()
-        _restart([s for s in pair if s.proc is None])
-    assert live(servers) == [0, 0, 0, 0]
-
-
-# -- 1,000 sessions and the soak -----------------------------------------------------------------
-
-#: Sessions of the scale and soak tests: bounded for the suite's time on 2 cores;
-#: ``python -m benchmarks.bench_scale`` and ``bench_soak --mode vector`` run 1,000.
-N_SCALE = 200
-
-
-@pytest.mark.slow
-def test_many_sessions_step_in_one_vector_env(servers: list[ServerProcess]) -> None:
-    from ors_gym.vector import OrsVectorEnv
-
-    env = OrsVectorEnv(N_SCALE, base_url=[s.url for s in servers], env_name="census")
-    try:
-        env.reset(options={"task_spec": {"delay_ms": 50}})
-        assert live(servers) == [N_SCALE // 4] * 4
-        for k in (1, 2):
-            obs, _, _, truncated, _ = env.step((WAIT,) * N_SCALE)
-            assert not truncated.any() and set(obs["text"]) == {f"waited {k}"}
-    finally:
-        env.close()
-    assert live(servers) == [0, 0, 0, 0]
-
-
-@pytest.mark.slow
-def test_many_async_episodes_on_one_loop(servers: list[ServerProcess]) -> None:
-    import asyncio
-
-    from ors_gym import AsyncOrsEnv
-    from ors_gym.backends.http import AsyncHttpBackend, pooled_client
-
-    async def main() -> list[str]:
-        client = pooled_client(None, N_SCALE + 4)
-        backends = [AsyncHttpBackend(s.url, client=client) for s in servers]
-        envs = [AsyncOrsEnv(backend=backends[i % 4], env_name="census") for i in range(N_SCALE)]
-
-        async def episode(env: AsyncOrsEnv) -> str:
-            await env.reset(options={"task_spec": {"delay_ms": 50}})
-            await env.step(WAIT)
-            obs, _, _, truncated, _ = await env.step(WAIT)
-            return "truncated" if truncated else str(obs["text"])
-
-        try:
-            return await asyncio.gather(*(episode(e) for e in envs))
-        finally:
-            await asyncio.gather(*(e.close() for e in envs))
-            await asyncio.gather(*(b.aclose() for b in backends))
-            await client.aclose()
-
-    assert set(asyncio.run(main())) == {"waited 2"}
-    assert live(servers) == [0, 0, 0, 0]
-
-
-@pytest.mark.slow
-def test_soak_with_every_20th_stream_cut_loses_no_step(servers: list[ServerProcess]) -> None:
-    """Sessions of one OrsVectorEnv through a proxy cutting every 20th tool-call stream
-    (each cut call resumed by its task id); short episodes, so autoresets run too."""
-    from benchmarks.bench_soak import Tally, vector_soak
-    from tests._hostile import FlakyProxy
-
-    tally = Tally()
-    with FlakyProxy(servers[0].url, cut_every=20) as proxy:
-        vector_soak(proxy.url, 600, 100, {"delay_ms": 2, "length": 4}, tally,
-                    env_name="census")
-        cuts = proxy.cuts
-    assert (tally.lost, tally.errors) == (0, [])
-    assert tally.completed >= 600 and cuts >= 25
-    assert live(servers) == [0, 0, 0, 0]
+    # The killed servers took their sessions with them; the `servers` fixture starts them
+    # again for any test that runs after this one (last in the file, so none by default).

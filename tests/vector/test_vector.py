@@ -733,9 +733,16 @@ def test_a_hanging_server_is_probed_with_back_off() -> None:
     after each back-off, not every batch: meanwhile its last failure stands."""
     from ors_gym.vector._health import PROBE_BACKOFF_S, ServerHealth
 
+    class QuickProbe(AsyncHttpBackend):
+        """The real backend whose probe gives up sooner: the hang, not its length, is the
+        point here."""
+
+        async def probe(self, timeout: float = 0.2) -> None:
+            await super().probe(timeout)
+
     now = [0.0]
     with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, never answers
-        backend = AsyncHttpBackend(f"http://127.0.0.1:{listener.getsockname()[1]}")
+        backend = QuickProbe(f"http://127.0.0.1:{listener.getsockname()[1]}")
         health = ServerHealth([backend], clock=lambda: now[0])
 
         async def probes() -> None:
