@@ -1,14 +1,14 @@
 """A user's own SDK environment, from a folder holding its package, as a user runs it.
 
 The commands run with ``tmp_path`` as the working folder, which holds ``mylab/quiz.py``
-(nothing installed): ``ors-gym serve mylab.quiz:Quiz``, ``ors-gym eval`` on the class
-and on the served URL (``--env-name`` among several) and ``register_class`` with
-``gym.make`` and ``gym.make_vec`` each run in a subprocess, as a user runs them; one
-usage mistake does too (one line on stderr, exit code 2, no traceback, with the SDK
-imported). ``ors-gym train`` on the class and the other usage mistakes run the same
-``main`` in this process (fixture ``in_lab``: working folder ``lab``, and everything
-importing ``mylab`` and registering ``Quiz`` leaves behind undone afterwards), since the
-SDK, torch and SB3 each take seconds to import in a fresh interpreter.
+(nothing installed). ``ors-gym serve mylab.quiz:Quiz`` and ``ors-gym eval`` on the
+class and on the served URL (``--env-name`` among several) each run in a subprocess,
+as a user runs them; one usage mistake does too (one line on stderr, exit code 2, no
+traceback, with the SDK imported). ``register_class`` with ``gym.make`` and
+``gym.make_vec``, ``ors-gym train`` on the class and the other usage mistakes run in
+this process (fixture ``in_lab``: working folder ``lab``, and what importing ``mylab``
+and registering ``Quiz`` leaves behind undone afterwards), since the SDK, torch and SB3
+each take seconds to import in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,34 +163,28 @@ def test_train_a_module_class(in_lab: Path, capsys: pytest.CaptureFixture[str]) 
     assert results["env_id"] == "ors/Quiz-v0"
 
 
-def test_register_class_works_with_make_and_make_vec(lab: Path) -> None:
-    script = textwrap.dedent('''
-        import gymnasium as gym
-        import ors_gym
-        from mylab.quiz import Quiz
+def test_register_class_works_with_make_and_make_vec(in_lab: Path) -> None:
+    sys.path.insert(0, str(in_lab))  # as ``python script.py`` there puts its folder first
+    from mylab.quiz import Quiz
 
-        env_id = ors_gym.register_class(Quiz, split="train")
-        env = gym.make(env_id)
+    env_id = registration.register_class(Quiz, split="train")
+    env = gym.make(env_id)
+    vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
+    try:
         env.reset(seed=0, options={"index": 1})
         step = env.step({"tool_calls": [{"name": "pick", "arguments": {"choice": "blue"}}]})
-        vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
         vec.reset(seed=0)
-        print(env_id, step[1], step[2], type(vec).__name__, vec.num_envs)
-        print(ors_gym.registration.remote_id("quiz"))
-        try:
-            ors_gym.register_class(type("Math", (Quiz,), {}))
-        except ValueError as exc:
-            print(exc)
+        assert (env_id, step[1], step[2]) == ("ors/Quiz-v0", 1.0, True)
+        assert (type(vec).__name__, vec.num_envs) == ("OrsVectorEnv", 2)
+        # The class name as written, once known here.
+        assert registration.remote_id("quiz") == "ors-remote/Quiz-v0"
+        with pytest.raises(ValueError) as clash:
+            registration.register_class(type("Math", (Quiz,), {}))
+        assert "ors/Math-v0 is the bundled Math" in str(clash.value)
+        assert "env_id=" in str(clash.value)
+    finally:
         vec.close()
         env.close()
-    ''')
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=lab, env=_env(), timeout=180)
-    assert done.returncode == 0, done.stderr
-    first, remote, clash = done.stdout.splitlines()
-    assert first == "ors/Quiz-v0 1.0 True OrsVectorEnv 2"
-    assert remote == "ors-remote/Quiz-v0"  # the class name as written, once known here
-    assert "ors/Math-v0 is the bundled Math" in clash and "env_id=" in clash
 
 
 @pytest.mark.parametrize(
