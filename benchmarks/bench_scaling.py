@@ -1,8 +1,8 @@
 """Per-step cost as the tool list grows and as the result grows, in-process and over HTTP.
 
 Two axes, each timed as whole ``OrsEnv.step`` calls, both in-process
-(``env_class=``, LocalBackend) and over HTTP (an SDK server in its own process,
-``python -m ors_gym serve ...``):
+(``env_class=``, LocalBackend) and over HTTP (one SDK server in its own process,
+``python -m ors_gym serve ...``, serving every environment below):
 
 - tools: SDK environments generated with 1, 10 and 100 tools (written to a
   temporary module, served as ``module:Class``); the step calls the first one.
@@ -134,11 +134,11 @@ def run(rounds: int = 9, batch_ms: float = 80.0, tool_counts: Sequence[int] = TO
         stack.callback(sys.path.remove, tmp)
         stack.callback(sys.modules.pop, module, None)
         transports: list[tuple[str, str | None, str | None]] = [("in-process", None, None)]
-        if include_http:
-            served_tools = stack.enter_context(
-                served([f"{module}:Tools{n}" for n in tool_counts], extra_path=[tmp]))
-            served_echo = stack.enter_context(served(["echo"]))
-            transports.append(("http", served_tools, served_echo))
+        if include_http:  # one server for both axes: each case calls its own environment
+            url = stack.enter_context(
+                served([*(f"{module}:Tools{n}" for n in tool_counts), "echo"],
+                       extra_path=[tmp]))
+            transports.append(("http", url, url))
         for group, tools_url, echo_url in transports:
             with ExitStack() as cases_stack:
                 cases = {

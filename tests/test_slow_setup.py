@@ -1,10 +1,13 @@
 """Slow prompts and setups: the backends wait as the SDK client waits.
 
-One environment's prompt takes 45 s (longer than the 30 s request timeout);
-another's ``setup()`` fails after 40 s (past the server's 25 s "starting"
-window). Both run at once, over HTTP and in-process, so the test costs ~45 s.
-The HTTP server is wrapped in ``FaultyApp`` only to count the pings that keep
-the sessions alive meanwhile.
+One environment's prompt takes longer than the HTTP backend's request ``timeout``;
+another's ``setup()`` fails after the server's "starting" window has passed (so the
+client first gets a retryable "still starting" 503, then the error). Both run at once,
+over HTTP and in-process. The request timeout, the keep-alive interval and the SDK
+server's "starting" window are scaled down from their defaults (30 s, 30 s, 25 s) so the
+test waits seconds, not most of a minute; the relations between them are the ones a
+default setup has. The HTTP server is wrapped in ``FaultyApp`` only to count the pings
+that keep the sessions alive meanwhile.
 """
 
 from __future__ import annotations
@@ -28,14 +31,18 @@ from openreward.environments import (  # noqa: E402 - after the SDK's environmen
     ToolOutput,
     tool,
 )
+from openreward.environments import server as sdk_server  # noqa: E402
 
 from ors_gym.backends.http import AsyncHttpBackend  # noqa: E402
 from ors_gym.backends.local import AsyncLocalBackend  # noqa: E402
 from ors_gym.errors import OrsServerError, OrsTimeoutError  # noqa: E402
 from tests._fault_servers import FaultyApp, UvicornThread  # noqa: E402
 
-PROMPT_S = 45.0
-SETUP_FAILS_S = 40.0
+REQUEST_TIMEOUT_S = 3.0  # the backend's ``timeout`` (default 30 s): the prompt outlasts it
+STARTING_WINDOW_S = 1.0  # the SDK server's wait before a "still starting" 503 (default 25 s)
+KEEPALIVE_S = 0.5  # the backend's ping interval (default 30 s)
+PROMPT_S = 2 * REQUEST_TIMEOUT_S
+SETUP_FAILS_S = 4 * STARTING_WINDOW_S
 FAILURE = "the sandbox image could not be pulled: registry quota exceeded"
 
 
@@ -92,12 +99,14 @@ async def _prompt(backend: Any, name: str) -> Any:
 
 
 @pytest.mark.slow
-def test_slow_prompt_and_failing_setup() -> None:
+def test_slow_prompt_and_failing_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sdk_server, "_SETUP_WAIT_TIMEOUT_S", STARTING_WINDOW_S)
     app = FaultyApp(Server([SlowPrompt, FailingSetup]).app)
     with UvicornThread(app) as srv:
 
         async def run() -> list[Any]:
-            http = AsyncHttpBackend(srv.url, keepalive_interval=10.0)  # timeout stays 30 s
+            http = AsyncHttpBackend(srv.url, timeout=REQUEST_TIMEOUT_S,
+                                    keepalive_interval=KEEPALIVE_S)
             local = AsyncLocalBackend([SlowPrompt, FailingSetup])
             try:
                 return list(await asyncio.gather(

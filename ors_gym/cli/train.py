@@ -129,6 +129,15 @@ def _trainable_ids() -> str:
     return ", ".join(listed) or "none"
 
 
+def _not_trainable(env_id: str, reason: str) -> UsageError:
+    """The usage error for an environment ``train`` cannot train, and what it can."""
+    return UsageError(
+        f"cannot train on {env_id}: {reason}. Trainable bundled ids: {_trainable_ids()}. "
+        "For another environment, list its calls in Python with "
+        "ors_gym.wrappers.DiscreteToolActions(env, calls=[...]) and train on that"
+    )
+
+
 def _auto_obs(env_id: str, base_url: str | None) -> str:
     """The first of ``OBSERVATIONS`` ``env_id`` can be trained with (so the wrappers it
     needs), or the usage error saying why none can."""
@@ -141,11 +150,17 @@ def _auto_obs(env_id: str, base_url: str | None) -> str:
             reason = exc.reason
             continue
         return obs
-    raise UsageError(
-        f"cannot train on {env_id}: {reason}. Trainable bundled ids: {_trainable_ids()}. "
-        "For another environment, list its calls in Python with "
-        "ors_gym.wrappers.DiscreteToolActions(env, calls=[...]) and train on that"
-    )
+    raise _not_trainable(env_id, reason)
+
+
+def _check_obs(env_id: str, obs: str, base_url: str | None) -> None:
+    """The usage error when ``env_id`` cannot be trained with ``obs``: checked before
+    :func:`train` imports torch and SB3, so a mistake is reported without that wait."""
+    try:
+        with _quiet_probe():
+            check_trainable(env_id, obs=obs, base_url=base_url)
+    except NotTrainableError as exc:
+        raise _not_trainable(env_id, exc.reason) from exc
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -158,6 +173,8 @@ def _run(args: argparse.Namespace) -> int:
     obs = args.obs
     if obs == "auto":
         obs = _auto_obs(env_id, base_url)
+    else:
+        _check_obs(env_id, obs, base_url)
     try:
         with _quiet_probe():  # the wrappers' notes on what they leave out: train checked it
             results = train(
@@ -175,12 +192,7 @@ def _run(args: argparse.Namespace) -> int:
                 tensorboard=args.tensorboard,
             )
     except NotTrainableError as exc:
-        trainable = _trainable_ids()
-        raise UsageError(
-            f"cannot train on {exc.env_id}: {exc.reason}. Trainable bundled ids: {trainable}. "
-            "For another environment, list its calls in Python with "
-            "ors_gym.wrappers.DiscreteToolActions(env, calls=[...]) and train on that"
-        ) from exc
+        raise _not_trainable(exc.env_id, exc.reason) from exc
     print(
         f"{results['algo']} on {results['env_id']} ({results['obs']} observations, "
         f"{results['transport']}): {results['steps']} steps in {results['train_seconds']:.1f} s "

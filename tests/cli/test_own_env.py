@@ -1,10 +1,14 @@
 """A user's own SDK environment, from a folder holding its package, as a user runs it.
 
-Every command runs in a subprocess whose working folder is ``tmp_path``, which holds
-``mylab/quiz.py`` (nothing installed): ``ors-gym serve mylab.quiz:Quiz``, ``ors-gym eval``
-on the class, on the served URL (``--env-name`` among several) and ``ors-gym train``;
-``register_class`` with ``gym.make`` and ``gym.make_vec``; and the usage mistakes
-(one line on stderr, exit code 2, no traceback).
+The commands run with ``tmp_path`` as the working folder, which holds ``mylab/quiz.py``
+(nothing installed). ``ors-gym serve mylab.quiz:Quiz`` and ``ors-gym eval`` on the
+class and on the served URL (``--env-name`` among several) each run in a subprocess,
+as a user runs them; one usage mistake does too (one line on stderr, exit code 2, no
+traceback, with the SDK imported). ``register_class`` with ``gym.make`` and
+``gym.make_vec``, ``ors-gym train`` on the class and the other usage mistakes run in
+this process (fixture ``in_lab``: working folder ``lab``, and what importing ``mylab``
+and registering ``Quiz`` leaves behind undone afterwards), since the SDK, torch and SB3
+each take seconds to import in a fresh interpreter.
 """
 
 from __future__ import annotations
@@ -12,12 +16,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
+from ors_gym import registration
+from ors_gym.cli import main
 from tests.cli.test_cli import _env, _read_serving_line, _stop
 
 QUIZ = '''
@@ -72,6 +78,26 @@ def lab(tmp_path: Path) -> Path:
     (tmp_path / "mylab" / "__init__.py").write_text("")
     (tmp_path / "mylab" / "quiz.py").write_text(QUIZ)
     return tmp_path
+
+
+@pytest.fixture
+def in_lab(lab: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """``lab`` as this process's working folder, for ``main`` run here as from a shell there.
+
+    Afterwards the process is as before: ``sys.path`` (``main`` puts the working folder
+    first), the ``mylab`` modules imported, the gym ids and class names registered.
+    """
+    monkeypatch.chdir(lab)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(registration, "_CLASS_NAMES", list(registration._CLASS_NAMES))
+    specs = dict(gym.registry)
+    try:
+        yield lab
+    finally:
+        for name in [m for m in sys.modules if m == "mylab" or m.startswith("mylab.")]:
+            del sys.modules[name]
+        gym.registry.clear()
+        gym.registry.update(specs)
 
 
 def _cli(lab: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -129,43 +155,36 @@ def test_serve_and_eval_a_served_env_by_name(lab: Path, served_lab: str) -> None
     assert _summary(lab, "out2")["env_id"] == "ors-remote/other-v0"
 
 
-@pytest.mark.slow  # torch and SB3 in a subprocess
-def test_train_a_module_class(lab: Path) -> None:
-    done = _cli(lab, "train", "--env", "mylab.quiz:Quiz", "--steps", "16", "--n-envs", "1",
-                "--eval-episodes", "1", "--no-progress-bar", "--out-dir", "run", timeout=300)
-    assert done.returncode == 0, done.stderr
-    results = json.loads((lab / "run" / "results.json").read_text())
+def test_train_a_module_class(in_lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--env", "mylab.quiz:Quiz", "--steps", "16", "--n-envs", "1",
+                 "--eval-episodes", "1", "--no-progress-bar", "--out-dir", "run"])
+    assert code == 0, capsys.readouterr().err
+    results = json.loads((in_lab / "run" / "results.json").read_text())
     assert results["env_id"] == "ors/Quiz-v0"
 
 
-def test_register_class_works_with_make_and_make_vec(lab: Path) -> None:
-    script = textwrap.dedent('''
-        import gymnasium as gym
-        import ors_gym
-        from mylab.quiz import Quiz
+def test_register_class_works_with_make_and_make_vec(in_lab: Path) -> None:
+    sys.path.insert(0, str(in_lab))  # as ``python script.py`` there puts its folder first
+    from mylab.quiz import Quiz
 
-        env_id = ors_gym.register_class(Quiz, split="train")
-        env = gym.make(env_id)
+    env_id = registration.register_class(Quiz, split="train")
+    env = gym.make(env_id)
+    vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
+    try:
         env.reset(seed=0, options={"index": 1})
         step = env.step({"tool_calls": [{"name": "pick", "arguments": {"choice": "blue"}}]})
-        vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point")
         vec.reset(seed=0)
-        print(env_id, step[1], step[2], type(vec).__name__, vec.num_envs)
-        print(ors_gym.registration.remote_id("quiz"))
-        try:
-            ors_gym.register_class(type("Math", (Quiz,), {}))
-        except ValueError as exc:
-            print(exc)
+        assert (env_id, step[1], step[2]) == ("ors/Quiz-v0", 1.0, True)
+        assert (type(vec).__name__, vec.num_envs) == ("OrsVectorEnv", 2)
+        # The class name as written, once known here.
+        assert registration.remote_id("quiz") == "ors-remote/Quiz-v0"
+        with pytest.raises(ValueError) as clash:
+            registration.register_class(type("Math", (Quiz,), {}))
+        assert "ors/Math-v0 is the bundled Math" in str(clash.value)
+        assert "env_id=" in str(clash.value)
+    finally:
         vec.close()
         env.close()
-    ''')
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=lab, env=_env(), timeout=180)
-    assert done.returncode == 0, done.stderr
-    first, remote, clash = done.stdout.splitlines()
-    assert first == "ors/Quiz-v0 1.0 True OrsVectorEnv 2"
-    assert remote == "ors-remote/Quiz-v0"  # the class name as written, once known here
-    assert "ors/Math-v0 is the bundled Math" in clash and "env_id=" in clash
 
 
 @pytest.mark.parametrize(
@@ -182,10 +201,22 @@ def test_register_class_works_with_make_and_make_vec(lab: Path) -> None:
         (["serve", "mylab.quiz:Nope"], "cannot load environment"),
     ],
 )
-def test_usage_mistakes_are_one_line_and_exit_2(lab: Path, argv: list[str], message: str) -> None:
-    done = _cli(lab, *argv)
+def test_usage_mistakes_are_one_line_and_exit_2(
+    in_lab: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(argv)  # an exception escaping main (a traceback in a shell) fails the test
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_usage_mistake_in_a_process_is_one_line_and_exit_2(lab: Path) -> None:
+    """The same as a user's shell shows it: the module and the SDK imported, the class
+    refused, and nothing else written to stderr (no log line or warning on the way)."""
+    done = _cli(lab, "eval", "mylab.quiz:Pick", "--model", "scripted")
     assert done.returncode == 2, done.stderr
-    assert message in done.stderr
+    assert "not a subclass" in done.stderr and done.stdout == ""
     assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 

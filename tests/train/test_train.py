@@ -47,7 +47,7 @@ def _check_outputs(results: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_ppo_learns_gridworld_far_above_random(tmp_path: Path) -> None:
     results = train(
-        steps=15_000,
+        steps=12_000,
         seed=0,
         n_envs=4,
         out_dir=tmp_path,
