@@ -399,12 +399,13 @@ def test_ray_shutdown_mid_run_deletes_every_session(
 def test_readme_rollout_example_against_a_served_gridworld(
     cluster: None, servers: list[ServerThread], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """As the README writes it, on a served GridWorld (64 tasks in its train split): 200
-    indices are refused before any actor starts; 64 run, and a failing episode is logged,
-    counted, and recorded in the same shape as the others."""
+    """As the Ray guide writes it (one actor running up to 16 sessions at once, episodes of at
+    most 3 steps), on a served GridWorld (64 tasks in its train split): 200 indices are
+    refused before any actor starts; 64 run, and a failing episode is logged, counted, and
+    recorded in the same shape as the others."""
     from ors_gym.ray import rollouts
 
-    calls = [0]  # travels with the policy to its one actor
+    calls = [0]  # travels with the policy to its one actor, whose episodes share one loop
 
     async def policy(messages: Any, tools: Any) -> Any:
         calls[0] += 1
@@ -418,11 +419,12 @@ def test_readme_rollout_example_against_a_served_gridworld(
                  servers=urls, max_sessions_per_actor=16, max_sessions_per_server=32)
     with caplog.at_level(logging.WARNING, logger="ors_gym"), rollouts(
         policy, tasks=range(64), env_id="ors/GridWorld-v0", num_actors=1, servers=urls,
-        max_sessions_per_actor=1, max_sessions_per_server=32,
+        max_sessions_per_actor=16, max_sessions_per_server=32, max_steps=3,
     ) as run:
         records = list(run)
     assert run.progress.done == 64 and run.progress.failed == 1, run.progress
     assert sorted(r["index"] for r in records) == list(range(64))
+    assert all(r["length"] <= 3 for r in records)
     (failed,) = [r for r in records if not r["complete"]]
     shape = {frozenset(r) for r in records}
     assert len(shape) == 1, [sorted(k) for k in shape]  # one shape, failed records too
