@@ -378,31 +378,6 @@ def test_ctrl_c_deletes_every_session(cluster: None, servers: list[ServerThread]
     assert not any(_sessions(s) for s in servers)
 
 
-def test_ray_shutdown_mid_run_deletes_every_session(
-    cluster: None, servers: list[ServerThread]
-) -> None:
-    """Last in this file: it stops the cluster. The driver deletes the sessions it knows."""
-    from ors_gym.ray import Progress, rollouts
-
-    gate = _Gate.remote()
-    open_at_shutdown: list[int] = []
-
-    def shut_down_when_full(progress: Progress) -> None:
-        if not open_at_shutdown and sum(progress.sessions.values()) == 8:
-            open_at_shutdown.append(sum(len(_sessions(s)) for s in servers))
-            ray.shutdown()  # kills the actors, which run no cleanup of their own
-
-    run = rollouts(
-        _GatedPolicy(gate), _math_tasks(20), servers=[s.url for s in servers], env_name="math",
-        num_actors=2, max_sessions_per_actor=4, on_progress=shut_down_when_full,
-    )
-    _stall_everything(run, gate)
-    with pytest.raises(RuntimeError, match="Ray was shut down during the rollout"):
-        list(run)
-    assert open_at_shutdown == [8]
-    assert not any(_sessions(s) for s in servers)
-
-
 # -- the README's example, and what a user gets wrong --------------------------------------------
 
 
@@ -441,3 +416,31 @@ def test_readme_rollout_example_against_a_served_gridworld(
     assert failed["ended_by"] == "error" and "the model went away" in failed["error"]
     assert any("failed" in r.getMessage() and "the model went away" in r.getMessage()
                for r in caplog.records if r.levelno == logging.WARNING)
+
+
+# -- last: Ray shut down mid-run (it stops the cluster) --------------------------------------------
+
+
+def test_ray_shutdown_mid_run_deletes_every_session(
+    cluster: None, servers: list[ServerThread]
+) -> None:
+    """Last in this file: it stops the cluster. The driver deletes the sessions it knows."""
+    from ors_gym.ray import Progress, rollouts
+
+    gate = _Gate.remote()
+    open_at_shutdown: list[int] = []
+
+    def shut_down_when_full(progress: Progress) -> None:
+        if not open_at_shutdown and sum(progress.sessions.values()) == 8:
+            open_at_shutdown.append(sum(len(_sessions(s)) for s in servers))
+            ray.shutdown()  # kills the actors, which run no cleanup of their own
+
+    run = rollouts(
+        _GatedPolicy(gate), _math_tasks(20), servers=[s.url for s in servers], env_name="math",
+        num_actors=2, max_sessions_per_actor=4, on_progress=shut_down_when_full,
+    )
+    _stall_everything(run, gate)
+    with pytest.raises(RuntimeError, match="Ray was shut down during the rollout"):
+        list(run)
+    assert open_at_shutdown == [8]
+    assert not any(_sessions(s) for s in servers)
