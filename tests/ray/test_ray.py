@@ -220,6 +220,7 @@ def _math_tasks(n: int) -> list[dict[str, Any]]:
     return [{"split": "train", "index": i % 20} for i in range(n)]
 
 
+@pytest.mark.slow
 def test_rollout_of_200_episodes_over_two_servers(
     cluster: None, servers: list[ServerThread]
 ) -> None:
@@ -307,6 +308,7 @@ def _victim_sessions(run: Any, actor: int) -> int:
     return sum(1 for e in run.in_flight() if e["actor"] == actor and e["session_id"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("retries", [0, 1])
 def test_killed_actor_loses_only_its_episodes_and_their_sessions(
     cluster: None, servers: list[ServerThread], retries: int
@@ -355,6 +357,7 @@ def _stall_everything(run: Any, gate: Any) -> None:
         ray.get(gate.block.remote(ray.get(actor.pid.remote(), timeout=60)), timeout=60)
 
 
+@pytest.mark.slow
 def test_ctrl_c_deletes_every_session(cluster: None, servers: list[ServerThread]) -> None:
     from ors_gym.ray import Progress, rollouts
 
@@ -421,6 +424,7 @@ def test_readme_rollout_example_against_a_served_gridworld(
 # -- last: Ray shut down mid-run (it stops the cluster) --------------------------------------------
 
 
+@pytest.mark.slow
 def test_ray_shutdown_mid_run_deletes_every_session(
     cluster: None, servers: list[ServerThread]
 ) -> None:
