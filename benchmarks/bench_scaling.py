@@ -133,18 +133,18 @@ def run(rounds: int = 9, batch_ms: float = 80.0, tool_counts: Sequence[int] = TO
         sys.path.insert(0, tmp)
         stack.callback(sys.path.remove, tmp)
         stack.callback(sys.modules.pop, module, None)
-        transports: list[tuple[str, str | None, str | None]] = [("in-process", None, None)]
+        transports: list[tuple[str, str | None]] = [("in-process", None)]
         if include_http:  # one server for both axes: each case calls its own environment
-            url = stack.enter_context(
+            served_url = stack.enter_context(
                 served([*(f"{module}:Tools{n}" for n in tool_counts), "echo"],
                        extra_path=[tmp]))
-            transports.append(("http", url, url))
-        for group, tools_url, echo_url in transports:
+            transports.append(("http", served_url))
+        for group, url in transports:
             with ExitStack() as cases_stack:
                 cases = {
                     f"{n} tools": cases_stack.enter_context(orsenv_case(
-                        tools_url, f"tools{n}", "t0", {"text": "hello"},
-                        env_class=None if tools_url else f"{module}:Tools{n}"))
+                        url, f"tools{n}", "t0", {"text": "hello"},
+                        env_class=None if url else f"{module}:Tools{n}"))
                     for n in tool_counts
                 }
                 rows += _group("scaling", group, cases, {f"{n} tools": n for n in tool_counts},
@@ -152,16 +152,16 @@ def run(rounds: int = 9, batch_ms: float = 80.0, tool_counts: Sequence[int] = TO
             with ExitStack() as cases_stack:
                 cases = {
                     f"result {_size(b)}": cases_stack.enter_context(orsenv_case(
-                        echo_url, "echo", "echo",
+                        url, "echo", "echo",
                         {"text": _UNIT, "repeat": b // len(_UNIT)},
-                        env_class=None if echo_url else "ors_gym.envs.echo:Echo"))
+                        env_class=None if url else "ors_gym.envs.echo:Echo"))
                     for b in result_sizes
                 }
                 floors = {
                     f"result {_size(b)}": cases_stack.enter_context(floor_case(
-                        echo_url, "echo", "echo", {"text": _UNIT, "repeat": b // len(_UNIT)}))
+                        url, "echo", "echo", {"text": _UNIT, "repeat": b // len(_UNIT)}))
                     for b in result_sizes
-                } if echo_url else None
+                } if url else None
                 rows += _group("scaling", group, cases,
                                {f"result {_size(b)}": b for b in result_sizes},
                                "result bytes", rounds, batch_ms, floors)
