@@ -245,18 +245,22 @@ def test_images_become_a_note_for_a_text_model_and_ride_with_the_trajectory(tok:
 
 
 def test_over_http_the_same_ids_as_in_process(tok: Any, server_url: str) -> None:
+    from ors_gym import OrsEnv
+
     runs = []
     for env in (gym.make(COUNTER), gym.make("ors/Remote-v0", base_url=server_url,
-                                             env_name="counter")):
+                                             env_name="counter"),
+                OrsEnv(base_url=server_url, env_name="counter")):
         token_env = TokenEnv(env, tok)
         token_env.reset(seed=0, options={"index": 0})
         for turn in counter_turns(tok):
             token_env.step(non_canonical(tok, turn))
         runs.append(token_env.trajectory)
         token_env.close()
-    local, remote = runs
-    assert remote.ids == local.ids and remote.mask == local.mask
-    assert remote.reward == local.reward == 1.0 and remote.messages == local.messages
+    local = runs[0]
+    for remote in runs[1:]:
+        assert remote.ids == local.ids and remote.mask == local.mask
+        assert remote.reward == local.reward == 1.0 and remote.messages == local.messages
 
 
 @pytest.mark.parametrize("where", ["local", "http"])
