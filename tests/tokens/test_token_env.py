@@ -166,6 +166,7 @@ def test_max_tokens_truncates_before_the_reply_would_overflow(tok: Any) -> None:
     traj = env.trajectory
     assert truncated and not terminated and traj.stop_reason == info["stop_reason"] == "max_tokens"
     assert len(traj.completion_ids) <= 60 and traj.completion_ids[-len(turn) :] == turn
+    assert traj.to_skyrl()["stop_reasons"] == "length"
     with pytest.raises(RuntimeError, match="call reset"):
         env.step(turn)
 
@@ -302,7 +303,7 @@ def test_exporters_use_each_trainers_field_names(tok: Any) -> None:
     sky = traj.to_skyrl()
     assert sky["prompt_token_ids"] == traj.prompt_ids and sky["loss_masks"] == traj.mask
     assert sky["response_ids"] == traj.completion_ids and sky["rewards"] == 1.0
-    assert sky["stop_reasons"] == "finished" and sky["rollout_logprobs"] is None
+    assert sky["stop_reasons"] == "stop" and sky["rollout_logprobs"] is None
 
 
 def test_bad_actions_are_explained(tok: Any) -> None:
