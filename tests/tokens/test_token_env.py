@@ -359,6 +359,7 @@ def test_renderer_choices_and_their_errors(tok: Any) -> None:
                      chat_template_kwargs={"enable_thinking": False})
 
 
+@pytest.mark.slow  # imports the image processor (and torch with it)
 @pytest.mark.skipif("qwen3" not in RENDERERS, reason="needs renderers (the tokens extra)")
 def test_a_multimodal_renderer_gets_image_placeholders_and_the_pixels() -> None:
     """renderers' Qwen3-VL renderer with an image processor built here: GridWorld's images
