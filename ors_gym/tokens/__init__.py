@@ -1,0 +1,26 @@
+"""Token-level episodes: the exact ids a trainer trains on, from any ORS environment.
+
+``TokenEnv`` (and its awaited twin ``AsyncTokenEnv``) takes the ids a model
+sampled and returns the next prompt's ids: the previous ones, the sampled ids
+verbatim, then the environment's reply as the chat template renders it.
+``env.trajectory`` is the record (:class:`Trajectory`: ids, mask, logprobs,
+messages) with exporters for TRL, veRL and SkyRL. Needs a tokenizer
+(transformers); the ``tokens`` extra adds the ``renderers`` library.
+"""
+
+from __future__ import annotations
+
+from ors_gym.tokens.async_env import AsyncTokenEnv
+from ors_gym.tokens.bridge import Bridge, TemplateBridge
+from ors_gym.tokens.env import TokenEnv, TokenSpace
+from ors_gym.tokens.trajectory import TokenRow, Trajectory
+
+__all__ = [
+    "AsyncTokenEnv",
+    "Bridge",
+    "TemplateBridge",
+    "TokenEnv",
+    "TokenRow",
+    "TokenSpace",
+    "Trajectory",
+]

@@ -1,0 +1,260 @@
+"""One token-level episode's bookkeeping, shared by ``TokenEnv`` and ``AsyncTokenEnv``.
+
+The env I/O (``reset``, ``step``) is the caller's; this holds everything around
+it: the sampled ids read as text and parsed as the action before the step, the
+environment's reply turned into chat messages and bridged into ids after it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ors_gym.formats import (
+    AssistantTurn,
+    StepExchange,
+    assistant_turn,
+    exchange_messages,
+    step_exchange,
+)
+from ors_gym.protocol import Message
+from ors_gym.tokens._renderers import RenderersBridge, auto_renderer
+from ors_gym.tokens.bridge import Bridge, TemplateBridge
+from ors_gym.tokens.chat import chat_messages, split_reasoning
+from ors_gym.tokens.trajectory import TokenRow, Trajectory
+
+logger = logging.getLogger("ors_gym")
+
+__all__ = ["THINK_TAGS", "Episode", "make_bridge", "max_calls", "ors_core"]
+
+THINK_TAGS = ("<think>", "</think>")
+
+
+def make_bridge(
+    tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None
+) -> Bridge:
+    """``renderer``: None (a renderers renderer when the library knows the tokenizer's hub
+    name, else the chat template), ``"template"``, a renderers name/config/Renderer, or a
+    :class:`~ors_gym.tokens.Bridge`."""
+    if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
+        return renderer
+    if renderer is None:
+        renderer = auto_renderer(tokenizer) or "template"
+    if renderer == "template":
+        return TemplateBridge(tokenizer, chat_template_kwargs)
+    if chat_template_kwargs:
+        raise ValueError(
+            "chat_template_kwargs go to the chat template; with a renderers renderer, set them "
+            "on its config (e.g. renderers.Qwen3RendererConfig(enable_thinking=False))"
+        )
+    return RenderersBridge(tokenizer, renderer)
+
+
+def _is_renderers_object(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "renderers"
+
+
+def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
+    """(ids, logprobs) of a ``step`` action: a list of ids or ``{"ids", "logprobs"}``."""
+    logprobs: Any = None
+    if isinstance(action, Mapping):
+        if "ids" not in action:
+            raise ValueError(
+                "a dict action needs 'ids' (the sampled token ids) and may have 'logprobs'; "
+                f"got keys {sorted(map(str, action))}"
+            )
+        ids, logprobs = action["ids"], action.get("logprobs")
+    else:
+        ids = action
+    if isinstance(ids, str):
+        raise TypeError(
+            "TokenEnv.step takes the sampled token ids, not text: pass list[int] (use "
+            "ors_gym.wrappers.Conversation or OrsEnv for text actions)"
+        )
+    ids = _as_list(ids, "ids")
+    out = []
+    for tid in ids:
+        if isinstance(tid, bool) or not isinstance(tid, int) or not 0 <= tid < vocab_size:
+            raise ValueError(
+                f"token id {tid!r} is not an int in [0, {vocab_size}) (the tokenizer's vocabulary)"
+            )
+        out.append(tid)
+    if logprobs is None:
+        return out, None
+    lps = [float(x) for x in _as_list(logprobs, "logprobs")]
+    if len(lps) != len(out):
+        raise ValueError(
+            f"logprobs has {len(lps)} values for {len(out)} ids: give one logprob per sampled id"
+        )
+    return out, lps
+
+
+def _as_list(value: Any, what: str) -> list[Any]:
+    if hasattr(value, "tolist"):  # numpy arrays, torch tensors
+        value = value.tolist()
+    if not isinstance(value, Sequence):
+        raise TypeError(f"{what} must be a list, got {type(value).__name__}")
+    return list(value)
+
+
+class Episode:
+    """The token record of one episode and the steps that grow it."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        bridge: Bridge,
+        *,
+        max_tokens: int | None,
+        system: str | None,
+        reasoning_tags: tuple[str, str],
+    ) -> None:
+        if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
+        self.tokenizer = tokenizer
+        self.bridge = bridge
+        self.max_tokens = max_tokens
+        self.system = system
+        self.reasoning_tags = reasoning_tags
+        self.vocab_size = len(tokenizer)
+        self.trajectory: Trajectory | None = None
+
+    # -- reset ----------------------------------------------------------------------------
+    def start(
+        self, opening: Sequence[Message], tools: list[dict[str, Any]], observation: Any
+    ) -> list[int]:
+        messages: list[dict[str, Any]] = []
+        if self.system is not None:
+            messages.append({"role": "system", "content": self.system})
+        messages += chat_messages(opening, multimodal=self.bridge.multimodal)
+        prompt = self.bridge.prompt(messages, tools)
+        self.trajectory = Trajectory(
+            rows=[TokenRow(prompt_ids=prompt)],
+            messages=messages,
+            tools=tools,
+            renderer=self.bridge.name,
+            images=_images(observation),
+        )
+        self.trajectory.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        return list(prompt)
+
+    # -- step, before the env's ---------------------------------------------------------------
+    def read(
+        self, action: Any, step: int
+    ) -> tuple[list[int], list[float] | None, str, AssistantTurn]:
+        traj = self.trajectory
+        if traj is None:
+            raise RuntimeError("call reset() before step()")
+        if traj.done:
+            raise RuntimeError(
+                f"the episode has ended ({traj.stop_reason}); call reset() to start another"
+            )
+        ids, logprobs = read_action(action, self.vocab_size)
+        text = self._text(ids)
+        reasoning, rest = split_reasoning(text, self.reasoning_tags)
+        output: dict[str, Any] = {"role": "assistant", "content": rest}
+        if reasoning is not None:
+            output["reasoning_content"] = reasoning
+        return ids, logprobs, text, assistant_turn(output, step=step)
+
+    def _text(self, ids: list[int]) -> str:
+        """The completion's text up to its end-of-turn token (what the model wrote)."""
+        stops: frozenset[int] = getattr(self.bridge, "stops", frozenset())
+        end = next((i for i, t in enumerate(ids) if t in stops), len(ids))
+        return str(self.tokenizer.decode(ids[:end], skip_special_tokens=False))
+
+    # -- step, after the env's ---------------------------------------------------------------
+    def finish(
+        self,
+        ids: list[int],
+        logprobs: list[float] | None,
+        text: str,
+        turn: AssistantTurn,
+        result: tuple[Any, Any, bool, bool, dict[str, Any]],
+        max_calls: int,
+    ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+        traj = self.trajectory
+        assert traj is not None
+        observation, reward, terminated, truncated, info = result
+        exchange: StepExchange = step_exchange(turn, info, max_calls_per_step=max_calls)
+        reply = exchange_messages(exchange)[1]
+        new = chat_messages([reply], multimodal=self.bridge.multimodal)
+        row = traj.rows[-1]
+        previous = row.ids
+        row._add(ids, sampled=True, logprobs=logprobs)
+        row.turns += 1
+        traj.rewards.append(float(reward))
+        traj.logprobs_given = traj.logprobs_given and logprobs is not None
+        traj.messages.append({"role": "assistant", "content": text})
+        traj.images += _images(observation)
+        terminated, truncated = bool(terminated), bool(truncated)
+        stop = None
+        if terminated:
+            stop = "finished"
+        elif truncated:
+            stop = str(info.get("truncation_reason") or "max_steps")
+        if stop is not None:  # the model reads no more: only close its turn
+            row._add(self.bridge.close(ids), sampled=False)
+        else:
+            added = self.bridge.extend(previous, ids, new, traj.tools)
+            if added is None:  # not provably append-only: a new row from the conversation
+                row._add(self.bridge.close(ids), sampled=False)
+                traj.messages += new
+                prompt = self.bridge.prompt(traj.messages, traj.tools)
+                row = TokenRow(prompt_ids=prompt, first_message=len(traj.messages))
+                traj.rows.append(row)
+                logger.debug("new token row at turn %d (history not provably kept)", traj.turns)
+            elif (
+                self.max_tokens is not None
+                and len(row.completion_ids) + len(added) > self.max_tokens
+            ):
+                stop, truncated = "max_tokens", True
+                row._add(self.bridge.close(ids), sampled=False)
+            else:
+                traj.messages += new
+                row._add(added, sampled=False)
+        if (
+            stop is None
+            and self.max_tokens is not None
+            and len(row.completion_ids) >= self.max_tokens
+        ):
+            stop, truncated = "max_tokens", True
+        traj.stop_reason = stop
+        traj.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        info = dict(info)
+        info.update(
+            exchange=exchange,
+            text=text,
+            turn=turn,
+            new_messages=new,
+            stop_reason=stop,
+            rows=len(traj.rows),
+            observation=observation,
+        )
+        return row.ids, float(reward), terminated, truncated, info
+
+
+def _images(observation: Any) -> list[Any]:
+    if isinstance(observation, Mapping):
+        return list(observation.get("images") or ())
+    return []
+
+
+def ors_core(env: Any) -> Any:
+    """The ORS env under ``env``'s wrappers, checked to have what a token episode reads."""
+    core = getattr(env, "unwrapped", env)
+    if not callable(getattr(core, "messages", None)) or not callable(
+        getattr(core, "tools_as", None)
+    ):
+        raise TypeError(
+            "TokenEnv needs an ORS environment (gym.make('ors/...'), OrsEnv or AsyncOrsEnv): "
+            f"{type(core).__name__} has no messages() and tools_as()"
+        )
+    return core
+
+
+def max_calls(core: Any) -> int:
+    settings = getattr(core, "settings", None)
+    value = getattr(settings, "max_calls_per_step", None)
+    return value if isinstance(value, int) else 16

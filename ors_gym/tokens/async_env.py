@@ -1,0 +1,89 @@
+"""``AsyncTokenEnv``: ``TokenEnv`` with awaited ``reset`` and ``step``, over ``AsyncOrsEnv``.
+
+For trainers that keep many episodes in flight in one event loop: the same
+records, the same results as ``TokenEnv``, with the environment's I/O awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ors_gym.tokens._episode import THINK_TAGS, Episode, make_bridge, max_calls, ors_core
+from ors_gym.tokens.trajectory import Trajectory
+
+__all__ = ["AsyncTokenEnv"]
+
+
+class AsyncTokenEnv:
+    """``env``: an :class:`~ors_gym.AsyncOrsEnv` (or an env with awaitable ``reset``,
+    ``step``, ``messages`` and a ``tools_as``); the other arguments are ``TokenEnv``'s.
+    ``close()`` closes ``env``."""
+
+    def __init__(
+        self,
+        env: Any,
+        tokenizer: Any,
+        *,
+        renderer: Any = None,
+        max_tokens: int | None = None,
+        system: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_tags: tuple[str, str] = THINK_TAGS,
+    ) -> None:
+        self.env = env
+        self._core = ors_core(env)
+        self.tokenizer = tokenizer
+        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        self._episode = Episode(
+            tokenizer,
+            self.bridge,
+            max_tokens=max_tokens,
+            system=system,
+            reasoning_tags=reasoning_tags,
+        )
+        self._steps = 0
+
+    @property
+    def trajectory(self) -> Trajectory:
+        if self._episode.trajectory is None:
+            raise RuntimeError("await reset() before reading the trajectory")
+        return self._episode.trajectory
+
+    async def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[int], dict[str, Any]]:
+        observation, info = await self.env.reset(seed=seed, options=options)
+        self._steps = 0
+        opening = await self._core.messages()
+        prompt = self._episode.start(opening, self._core.tools_as("openai"), observation)
+        info = dict(info)
+        info.update(
+            observation=observation,
+            messages=list(self.trajectory.messages),
+            tools=self.trajectory.tools,
+            renderer=self.bridge.name,
+        )
+        return prompt, info
+
+    async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+        ids, logprobs, text, turn = self._episode.read(action, self._steps + 1)
+        self._steps += 1
+        result = await self.env.step(turn.action)
+        return self._episode.finish(
+            ids,
+            logprobs,
+            text,
+            turn,
+            tuple(result),
+            max_calls(self._core),
+        )
+
+    async def close(self) -> None:
+        await self.env.close()
+
+    async def __aenter__(self) -> AsyncTokenEnv:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

@@ -1,0 +1,198 @@
+"""Bridges: the ids the environment's next messages add after a sampled turn.
+
+A bridge never sees the history as text. ``extend`` gets the previous ids and
+the completion as the sampler gave them and returns only the ids to append (the
+end-of-turn token when the completion was cut, the new messages, the next
+generation prompt), or ``None`` when it cannot prove that the chat template's
+rendering of the longer conversation extends the shorter one; the caller then
+starts a new row from ``prompt(messages)``.
+
+:class:`TemplateBridge` works with any tokenizer that has a chat template: it
+renders a small fixed conversation with and without the new messages and keeps
+what follows the fixed part's last end-of-turn token, after checking that the
+fixed part rendered the same both times (the check a history-rewriting
+template fails). The ``renderers`` library's bridges are in ``_renderers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = ["Bridge", "TemplateBridge"]
+
+# The fixed conversation: a user turn, then an assistant turn with reasoning (so that a
+# template dropping earlier reasoning at a new user message shows it here too).
+_DUMMY_USER = {"role": "user", "content": "ping"}
+_DUMMY_ASSISTANT = {"role": "assistant", "content": "<think>\nping\n</think>\n\npong"}
+_PROBE_TOOL = {"role": "tool", "tool_call_id": "call_0", "content": "pong"}
+
+
+@runtime_checkable
+class Bridge(Protocol):
+    """What ``TokenEnv`` needs from a renderer."""
+
+    name: str
+    multimodal: bool
+
+    def prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
+    ) -> list[int]:
+        """The conversation's ids ending with the generation prompt (a row's start)."""
+        ...
+
+    def extend(
+        self,
+        previous: list[int],
+        completion: list[int],
+        new_messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> list[int] | None:
+        """The ids to append after ``previous + completion``: closing tokens, the new
+        messages, the next generation prompt; None when not provably append-only."""
+        ...
+
+    def close(self, completion: list[int]) -> list[int]:
+        """The ids that close a completion cut before its end-of-turn token ([] if not cut)."""
+        ...
+
+
+class TemplateBridge:
+    """A bridge from the tokenizer's own chat template, proven append-only per step.
+
+    ``chat_template_kwargs`` go to every ``apply_chat_template`` call (e.g.
+    ``{"enable_thinking": False}``). The end-of-turn token is read from the
+    template (the first special token after an assistant turn's text); the
+    template's rendering of a finished assistant turn must be its generation
+    prompt, the turn's text, then that token, or no step can be bridged.
+    """
+
+    name = "template"
+    multimodal = False
+
+    def __init__(
+        self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None
+    ) -> None:
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                "the tokenizer has no chat_template: set tokenizer.chat_template, or pass "
+                "renderer=<a renderers name or config> (pip install 'ors-gym[tokens]')"
+            )
+        self.tokenizer = tokenizer
+        self.kwargs = dict(chat_template_kwargs or {})
+        self._fixed: dict[str, _Fixed | None] = {}
+        self.end_of_turn, self.stops = self._read_end_of_turn()
+
+    # -- the Bridge protocol -----------------------------------------------------------------
+    def prompt(
+        self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
+    ) -> list[int]:
+        return self._ids(list(messages), tools, generation=True)
+
+    def extend(
+        self,
+        previous: list[int],
+        completion: list[int],
+        new_messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]],
+    ) -> list[int] | None:
+        fixed = self._fixed_part(tools)
+        if fixed is None:
+            return None
+        text = self._text([_DUMMY_USER, _DUMMY_ASSISTANT, *new_messages], tools, generation=True)
+        if not text.startswith(fixed.text):  # the new messages changed earlier turns
+            return None
+        if fixed.split_ok:  # only the new part is tokenized
+            added = self._encode(text[len(fixed.text) :])
+        else:
+            ids = self._encode(text)
+            if ids[: len(fixed.ids)] != fixed.ids:
+                return None
+            added = ids[len(fixed.ids) :]
+        return [*self.close(completion), *added]
+
+    def close(self, completion: list[int]) -> list[int]:
+        if completion and completion[-1] in self.stops:
+            return []
+        return [self.end_of_turn]
+
+    # -- internals ---------------------------------------------------------------------------
+    def _text(self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool) -> str:
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages,
+                tools=tools or None,
+                tokenize=False,
+                add_generation_prompt=generation,
+                **self.kwargs,
+            )
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _ids(
+        self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool
+    ) -> list[int]:
+        return self._encode(self._text(messages, tools, generation=generation))
+
+    def _read_end_of_turn(self) -> tuple[int, frozenset[int]]:
+        """The end-of-turn id: the first special token after the fixed assistant turn's text."""
+        special = _special_ids(self.tokenizer)
+        head = self._ids([_DUMMY_USER], [], generation=True)
+        whole = self._ids([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], [], generation=False)
+        for tid in whole[len(head) :]:
+            if tid in special:
+                eos = getattr(self.tokenizer, "eos_token_id", None)
+                return tid, frozenset({tid} | ({eos} if isinstance(eos, int) else set()))
+        raise ValueError(
+            "cannot find the chat template's end-of-turn token (no special token follows an "
+            "assistant turn): pass renderer=<a renderers name or config> instead"
+        )
+
+    def _fixed_part(self, tools: list[dict[str, Any]]) -> _Fixed | None:
+        """The fixed conversation up to its assistant turn's end, as history; None unless
+        that history is the generation prompt plus the turn's text (what sampling gives)."""
+        key = repr(tools)
+        if key not in self._fixed:
+            self._fixed[key] = self._read_fixed(tools)
+        return self._fixed[key]
+
+    def _read_fixed(self, tools: list[dict[str, Any]]) -> _Fixed | None:
+        head = self._ids([_DUMMY_USER], tools, generation=True)
+        text = self._text([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], tools, generation=False)
+        whole = self._encode(text)
+        end = next(i for i in range(len(head), len(whole)) if whole[i] == self.end_of_turn)
+        fixed = whole[: end + 1]
+        sampled = self._encode(str(_DUMMY_ASSISTANT["content"]))
+        if fixed != [*head, *sampled, self.end_of_turn]:
+            return None
+        # The fixed part's text, and whether the ids after it can be tokenized on their own
+        # (they can when the end-of-turn token splits the text, as added tokens do).
+        eot = str(self.tokenizer.convert_ids_to_tokens(self.end_of_turn))
+        cut = text.find(eot, len(self.tokenizer.decode(head, skip_special_tokens=False)))
+        fixed_text = text[: cut + len(eot)] if cut >= 0 else ""
+        split_ok = (
+            bool(fixed_text)
+            and self._encode(fixed_text) == fixed
+            and ([*fixed, *self._encode(text[len(fixed_text) :])] == whole)
+        )
+        return _Fixed(fixed_text if split_ok else "", fixed, split_ok)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The fixed conversation's history: its text, its ids, and whether what follows the
+    text tokenizes on its own (then only the new part is tokenized each step)."""
+
+    text: str
+    ids: list[int]
+    split_ok: bool
+
+
+def _special_ids(tokenizer: Any) -> set[int]:
+    ids = set(getattr(tokenizer, "all_special_ids", ()) or ())
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    ids.update(int(i) for i, tok in added.items() if getattr(tok, "special", True))
+    return ids

@@ -1,0 +1,139 @@
+"""``TokenEnv``: an ORS environment whose observations and actions are token ids.
+
+The observation is the whole sequence so far, ending at the next generation
+prompt; the action is the ids the model sampled after it. One step::
+
+    completion ids --decode--> text --parse--> tool calls | message
+        --OrsEnv.step--> tool results / nudge --chat messages--> bridge ids
+    observation = previous observation + completion ids (verbatim) + bridge ids
+
+The sampled ids are never re-encoded: the text they decode to is only what the
+environment parses. ``env.trajectory`` keeps the record (mask, logprobs,
+messages) and exports it for TRL, veRL and SkyRL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from ors_gym.tokens._episode import THINK_TAGS, Episode, make_bridge, max_calls, ors_core
+from ors_gym.tokens.trajectory import Trajectory
+
+__all__ = ["TokenEnv", "TokenSpace"]
+
+
+class TokenSpace(spaces.Space[list[int]]):
+    """Token sequences: lists of ids in ``[0, vocab_size)``."""
+
+    def __init__(self, vocab_size: int, seed: Any = None) -> None:
+        super().__init__(shape=None, dtype=None, seed=seed)
+        self.vocab_size = vocab_size
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, list) and all(
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < self.vocab_size for t in x
+        )
+
+    def sample(self, mask: Any = None, probability: Any = None) -> list[int]:
+        """A short random sequence (1 to 8 ids)."""
+        n = int(self.np_random.integers(1, 9))
+        return [int(t) for t in self.np_random.integers(0, self.vocab_size, size=n)]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TokenSpace) and other.vocab_size == self.vocab_size
+
+    def __hash__(self) -> int:
+        return hash(("TokenSpace", self.vocab_size))
+
+    def __repr__(self) -> str:
+        return f"TokenSpace({self.vocab_size})"
+
+
+class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
+    """Token ids in, token ids out, over any ORS environment.
+
+    ``tokenizer``: a Hugging Face tokenizer (its chat template renders the
+    conversation). ``renderer``: ``None`` (a ``renderers`` renderer when that
+    library knows the tokenizer's hub name, else the chat template),
+    ``"template"``, a ``renderers`` name (``"qwen3"``) or config, or a
+    :class:`~ors_gym.tokens.Bridge`. ``max_tokens``: truncate the episode when
+    the ids after the first prompt would exceed this. ``system``: a system
+    prompt put first. ``chat_template_kwargs``: for the template (e.g.
+    ``{"enable_thinking": False}``). ``reasoning_tags``: what encloses
+    reasoning in a completion (kept in the ids, not sent to the environment).
+    """
+
+    def __init__(
+        self,
+        env: gym.Env[Any, Any],
+        tokenizer: Any,
+        *,
+        renderer: Any = None,
+        max_tokens: int | None = None,
+        system: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        reasoning_tags: tuple[str, str] = THINK_TAGS,
+    ) -> None:
+        super().__init__(env)
+        self._core = ors_core(env)
+        self.tokenizer = tokenizer
+        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        self._episode = Episode(
+            tokenizer,
+            self.bridge,
+            max_tokens=max_tokens,
+            system=system,
+            reasoning_tags=reasoning_tags,
+        )
+        self.observation_space = TokenSpace(len(tokenizer))
+        self.action_space = TokenSpace(len(tokenizer))
+        self._steps = 0
+
+    @property
+    def trajectory(self) -> Trajectory:
+        """The current episode's token record (raises before the first reset)."""
+        if self._episode.trajectory is None:
+            raise gym.error.ResetNeeded("call reset() before reading the trajectory")
+        return self._episode.trajectory
+
+    @property
+    def remaining_tokens(self) -> int | None:
+        """How many more ids the current row may take (``max_tokens`` left), or None."""
+        cap = self._episode.max_tokens
+        traj = self._episode.trajectory
+        if cap is None or traj is None:
+            return cap
+        return max(0, cap - len(traj.completion_ids))
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[list[int], dict[str, Any]]:
+        """Start an episode (``options`` go to the ORS env's reset); the first prompt's ids."""
+        observation, info = self.env.reset(seed=seed, options=options)
+        self._steps = 0
+        prompt = self._episode.start(
+            self._core.messages(), self._core.tools_as("openai"), observation
+        )
+        info = dict(info)
+        info.update(
+            observation=observation,
+            messages=list(self.trajectory.messages),
+            tools=self.trajectory.tools,
+            renderer=self.bridge.name,
+        )
+        return prompt, info
+
+    def step(self, action: Any) -> tuple[list[int], SupportsFloat, bool, bool, dict[str, Any]]:
+        """Run the sampled ids (``list[int]`` or ``{"ids", "logprobs"}``) as one turn."""
+        ids, logprobs, text, turn = self._episode.read(action, self._steps + 1)
+        self._steps += 1
+        result = self.env.step(turn.action)
+        return self._episode.finish(ids, logprobs, text, turn, result, max_calls(self._core))

@@ -1,0 +1,169 @@
+"""The token record of one episode, and its export in each trainer's own field names.
+
+A :class:`Trajectory` holds one or more :class:`TokenRow`: a row is one token
+sequence, a prompt and everything after it, in which every id the model sampled
+is kept as it came (``mask`` 1) and everything else is the environment's or the
+chat template's (``mask`` 0). An episode has one row unless the chat template
+rewrites its history (Qwen3 drops earlier reasoning at a new user message):
+then a new row starts from the conversation as the template renders it, as
+step-wise trainers (SkyRL's ``step_wise_trajectories``, verifiers) take it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TokenRow", "Trajectory"]
+
+
+@dataclass
+class TokenRow:
+    """One token sequence: ``prompt_ids``, then ``completion_ids`` with ``mask``
+    (1 on sampled ids, 0 on the environment's and the template's) and
+    ``logprobs`` (the sampler's, 0.0 on environment ids), both aligned with
+    ``completion_ids``. ``turns``: the assistant turns sampled in this row;
+    ``first_message``: the index in ``Trajectory.messages`` of the row's first
+    assistant turn."""
+
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    turns: int = 0
+    first_message: int = 0
+
+    @property
+    def ids(self) -> list[int]:
+        """The whole sequence (a new list)."""
+        return [*self.prompt_ids, *self.completion_ids]
+
+    def __len__(self) -> int:
+        return len(self.prompt_ids) + len(self.completion_ids)
+
+    def _add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+        self.completion_ids.extend(ids)
+        self.mask.extend([1 if sampled else 0] * len(ids))
+        self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
+
+
+@dataclass
+class Trajectory:
+    """One episode as tokens.
+
+    ``rows``: the token sequences (one unless the template rewrote history; see
+    the module docstring). ``prompt_ids``, ``completion_ids``, ``mask`` and
+    ``logprobs`` are those of the last row, the one that ends the episode (for a
+    one-row episode: the first prompt and everything after it). ``reward``: the
+    episode return (the sum of the env's step rewards); ``rewards``: each
+    step's. ``messages``: the conversation as the model saw it, OpenAI chat
+    dicts (each assistant turn's content is the completion's text as sampled,
+    reasoning and tool-call tags included; the environment's reply to the last
+    turn, which the model never reads, is in that step's ``info["new_messages"]``
+    only); ``tools``: the tools in OpenAI
+    format. ``stop_reason``: ``None`` while running, then ``"finished"`` (the
+    env ended it), ``"max_steps"``, ``"max_tokens"`` or the env's
+    ``truncation_reason``. ``logprobs_given``: every turn came with the sampler's
+    logprobs. ``images``: the images the environment sent (arrays, in order),
+    also for a text model that saw only a note; ``multi_modal_data``: a
+    multimodal renderer's data for the last row's placeholders.
+    """
+
+    rows: list[TokenRow]
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    renderer: str = "template"
+    rewards: list[float] = field(default_factory=list)
+    stop_reason: str | None = None
+    logprobs_given: bool = True
+    images: list[Any] = field(default_factory=list)
+    multi_modal_data: Any = None
+
+    # -- the last row ------------------------------------------------------------------
+    @property
+    def prompt_ids(self) -> list[int]:
+        return self.rows[-1].prompt_ids
+
+    @property
+    def completion_ids(self) -> list[int]:
+        return self.rows[-1].completion_ids
+
+    @property
+    def mask(self) -> list[int]:
+        return self.rows[-1].mask
+
+    @property
+    def logprobs(self) -> list[float]:
+        return self.rows[-1].logprobs
+
+    @property
+    def ids(self) -> list[int]:
+        """The last row's whole sequence (what ``TokenEnv.step`` returned last)."""
+        return self.rows[-1].ids
+
+    @property
+    def reward(self) -> float:
+        return float(sum(self.rewards))
+
+    @property
+    def turns(self) -> int:
+        """Assistant turns sampled in the episode (all rows)."""
+        return sum(r.turns for r in self.rows)
+
+    @property
+    def step_wise(self) -> bool:
+        """True when the episode needed more than one row."""
+        return len(self.rows) > 1
+
+    @property
+    def done(self) -> bool:
+        return self.stop_reason is not None
+
+    # -- exporters -----------------------------------------------------------------------
+    def to_trl(self, row: int = -1) -> dict[str, Any]:
+        """TRL ``rollout_func`` fields for one row (the last by default): ``prompt_ids``,
+        ``completion_ids``, ``logprobs`` (None unless the sampler gave them) and
+        ``env_mask`` (1 on sampled ids)."""
+        r = self.rows[row]
+        return {
+            "prompt_ids": list(r.prompt_ids),
+            "completion_ids": list(r.completion_ids),
+            "logprobs": list(r.logprobs) if self.logprobs_given else None,
+            "env_mask": list(r.mask),
+        }
+
+    def to_verl(self, row: int = -1) -> dict[str, Any]:
+        """veRL ``AgentLoopOutput`` fields for one row (the last by default)."""
+        r = self.rows[row]
+        out: dict[str, Any] = {
+            "prompt_ids": list(r.prompt_ids),
+            "response_ids": list(r.completion_ids),
+            "response_mask": list(r.mask),
+            "response_logprobs": list(r.logprobs) if self.logprobs_given else None,
+            "reward_score": self.reward,
+            "num_turns": len(self.messages),
+            "extra_fields": {
+                "stop_reason": self.stop_reason,
+                "rows": len(self.rows),
+                "renderer": self.renderer,
+            },
+        }
+        if self.multi_modal_data is not None or self.images:
+            out["multi_modal_data"] = {"image": list(self.images)}
+        return out
+
+    def to_skyrl(self, row: int = -1) -> dict[str, Any]:
+        """SkyRL ``GeneratorOutput`` fields for one trajectory (values, not batches): the
+        row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
+        (SkyRL's vLLM-style reasons: ``"length"`` for ``max_tokens``, else ``"stop"``),
+        ``rollout_logprobs`` and, for step-wise training, ``is_last_step``."""
+        r = self.rows[row]
+        return {
+            "prompt_token_ids": list(r.prompt_ids),
+            "response_ids": list(r.completion_ids),
+            "rewards": self.reward,
+            "loss_masks": list(r.mask),
+            "stop_reasons": "length" if self.stop_reason == "max_tokens" else "stop",
+            "rollout_logprobs": list(r.logprobs) if self.logprobs_given else None,
+            "is_last_step": row in (-1, len(self.rows) - 1),
+        }
