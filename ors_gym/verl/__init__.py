@@ -10,8 +10,8 @@ task; ``agent_loop_output(trajectory)`` turns any token trajectory into veRL's
 
 from __future__ import annotations
 
-from ors_gym.verl.agent_loop import OrsAgentLoop
 from ors_gym.verl._output import agent_loop_output, num_turns
 from ors_gym.verl._rows import EpisodeRow, rows
+from ors_gym.verl.agent_loop import OrsAgentLoop
 
 __all__ = ["EpisodeRow", "OrsAgentLoop", "agent_loop_output", "num_turns", "rows"]

@@ -10,7 +10,7 @@ always carry, and a response held to ``rollout.response_length``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.tokens import Trajectory
@@ -18,7 +18,7 @@ from ors_gym.tokens import Trajectory
 __all__ = ["agent_loop_output", "num_turns"]
 
 
-def num_turns(messages: list[Mapping[str, Any]]) -> int:
+def num_turns(messages: Sequence[Mapping[str, Any]]) -> int:
     """Chat turns as veRL counts them: runs of one role (parallel tool replies are one
     turn), the system message not counted."""
     turns, last = 0, None

@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 
 @register("ors")
-class OrsAgentLoop(AgentLoopBase):  # type: ignore[misc]
+class OrsAgentLoop(AgentLoopBase):
     """veRL agent loop ``ors``: one ORS episode per sample, as token ids.
 
     The episode's tokens are capped at ``rollout.response_length`` (the env

@@ -23,6 +23,8 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("trl")  # tests/_tiny_lm.py takes TRL's Qwen3 chat template
 
+import itertools
+
 import gymnasium as gym
 import numpy as np
 import torch
@@ -137,7 +139,7 @@ def batch_of(dataset_rows: list[dict[str, Any]]) -> DataProto:
 
 
 def sampled(tok: Any, text: str) -> list[int]:
-    return encode(tok, text) + [tok.eos_token_id]
+    return [*encode(tok, text), tok.eos_token_id]
 
 
 def counter_script(tok: Any) -> list[list[int]]:
@@ -158,7 +160,9 @@ def worker_run(model_dir: Path, model: Any, tok: Any) -> tuple[DataProto, TinySe
     dataset_rows = [rows(COUNTER, num_tasks=1)[0], *rows(QA, num_tasks=2)]
     scripts = {
         "The counter is at 0.": counter_script(tok),
-        "capital of France": [sampled(tok, tool_call_text("hint", {})), sampled(tok, answer_text("Paris"))],
+        "capital of France": [
+            sampled(tok, tool_call_text("hint", {})), sampled(tok, answer_text("Paris")),
+        ],
     }
     server = TinyServer(model, tok, scripts)
     worker = AgentLoopWorker(verl_config(model_dir), llm_client=server)
@@ -240,7 +244,7 @@ def test_sampled_ids_and_logprobs_reach_the_batch_verbatim(worker_run: Any, tok:
         assert sampled_lp == pytest.approx(want_lp, abs=1e-5)
         assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if not m)
         # each later turn was generated from the whole sequence so far
-        for before, after in zip(calls, calls[1:], strict=False):
+        for before, after in itertools.pairwise(calls):
             assert after["prompt_ids"][: len(before["prompt_ids"])] == before["prompt_ids"]
             start = len(before["prompt_ids"])
             assert after["prompt_ids"][start : start + len(before["ids"])] == before["ids"]
