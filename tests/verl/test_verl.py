@@ -2,7 +2,9 @@
 
 The worker is veRL's (its config composed from veRL's own ``ppo_trainer.yaml``,
 its model config read from a tiny Qwen3 saved here, its hydra instantiation of
-the registered loop, its padding and its batching into a ``DataProto``). Only
+the registered loop, its padding and its batching into a ``DataProto``), and so
+is the data path (``ors_gym.verl.rows`` as parquet, read by veRL's
+``RLHFDataset``, collated by its ``collate_fn``). Only
 the LLM server is a stand-in: veRL's servers are vLLM/SGLang on GPUs, so a
 tiny local model answers ``generate`` with veRL's ``TokenOutput`` (scripted
 completions, with the model's own logprobs of them, or sampled ones).
@@ -30,7 +32,6 @@ pytest.importorskip("trl")  # tests/_tiny_lm.py takes TRL's Qwen3 chat template
 import itertools
 
 import gymnasium as gym
-import numpy as np
 import torch
 from _tiny_lm import answer_text, encode, non_canonical, tiny_model, tiny_tokenizer, tool_call_text
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
@@ -43,6 +44,7 @@ from ors_gym.verl import OrsAgentLoop, agent_loop_output, num_turns, rows
 
 COUNTER, QA = "ors/Counter-v0", "ors/QA-v0"
 PROMPT_LEN, RESPONSE_LEN = 384, 256
+AGENT = "actor_rollout_ref.rollout.agent"
 
 
 class TinyServer:
@@ -107,7 +109,7 @@ def model(model_dir: Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(model_dir).eval()
 
 
-def verl_config(model_dir: Path) -> Any:
+def verl_config(model_dir: Path, *overrides: str) -> Any:
     """veRL's own trainer config (its ``ppo_trainer.yaml``), pointed at the tiny model."""
     import verl
     from hydra import compose, initialize_config_dir
@@ -121,25 +123,23 @@ def verl_config(model_dir: Path) -> Any:
             "actor_rollout_ref.rollout.name=vllm",  # which server; none is started here
             "actor_rollout_ref.rollout.calculate_log_probs=true",
             "actor_rollout_ref.rollout.agent.default_agent_loop=ors",
+            *overrides,
         ])
 
 
-def batch_of(dataset_rows: list[dict[str, Any]]) -> DataProto:
-    """The rows as veRL's ``RLHFDataset`` + collate hand them to the worker: columns as
-    object arrays, ``raw_prompt`` and ``index`` from the row."""
-    columns: dict[str, Any] = {
-        "raw_prompt": [r["prompt"] for r in dataset_rows],
-        "agent_name": [r["agent_name"] for r in dataset_rows],
-        "data_source": [r["data_source"] for r in dataset_rows],
-        "extra_info": [r["extra_info"] for r in dataset_rows],
-        "index": [r["extra_info"]["index"] for r in dataset_rows],
-    }
-    non_tensor = {}
-    for key, values in columns.items():
-        arr = np.empty(len(values), dtype=object)
-        arr[:] = values
-        non_tensor[key] = arr
-    return DataProto.from_dict(non_tensors=non_tensor, meta_info={"global_steps": 1})
+def batch_of(dataset_rows: list[dict[str, Any]], config: Any, tok: Any,
+             folder: Path) -> DataProto:
+    """The rows as veRL's trainer hands them to the worker: saved as parquet, read by its
+    ``RLHFDataset``, collated by its ``collate_fn`` into a ``DataProto``."""
+    import pandas as pd
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    path = folder / "rows.parquet"
+    pd.DataFrame(dataset_rows).to_parquet(path)
+    data = RLHFDataset(str(path), tok, config.data)
+    batch = DataProto.from_single_dict(collate_fn([data[i] for i in range(len(data))]))
+    batch.meta_info["global_steps"] = 1
+    return batch
 
 
 def sampled(tok: Any, text: str) -> list[int]:
@@ -169,9 +169,10 @@ def worker_run(model_dir: Path, model: Any, tok: Any) -> tuple[DataProto, TinySe
         ],
     }
     server = TinyServer(model, tok, scripts)
-    worker = AgentLoopWorker(verl_config(model_dir), llm_client=server)
+    config = verl_config(model_dir)
+    worker = AgentLoopWorker(config, llm_client=server)
     torch.manual_seed(0)
-    out = asyncio.run(worker.generate_sequences(batch_of(dataset_rows)))
+    out = asyncio.run(worker.generate_sequences(batch_of(dataset_rows, config, tok, model_dir)))
     return out, server, dataset_rows
 
 
@@ -287,11 +288,19 @@ def test_num_turns_counts_as_verls_tool_loop_does() -> None:
 
 def test_a_row_without_env_id_is_refused_with_the_fix(model_dir: Path, model: Any,
                                                       tok: Any) -> None:
-    worker = AgentLoopWorker(verl_config(model_dir), llm_client=TinyServer(model, tok, {}))
+    """Also the docs' set-up: the loop found through an agent-loop config file (as veRL's
+    Ray workers find it), instantiated by veRL; the row's error comes from its ``run``."""
+    loops = model_dir / "ors_agent_loops.yaml"
+    loops.write_text("- name: ors\n  _target_: ors_gym.verl.OrsAgentLoop\n")
+    config = verl_config(model_dir, f"{AGENT}.agent_loop_config_path={loops}")
+    worker = AgentLoopWorker(config, llm_client=TinyServer(model, tok, {}))
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    assert _agent_loop_registry["ors"]["_target_"] == "ors_gym.verl.OrsAgentLoop"  # the file's
     bad = rows(QA, num_tasks=1)
     del bad[0]["extra_info"]["env_id"]
     with pytest.raises(ValueError, match=r"env_id .*ors_gym.verl.rows"):
-        asyncio.run(worker.generate_sequences(batch_of(bad)))
+        asyncio.run(worker.generate_sequences(batch_of(bad, config, tok, model_dir)))
 
 
 def test_ors_gym_itself_does_not_import_verl() -> None:
