@@ -23,6 +23,7 @@ from ors_gym.verl._rows import EpisodeRow
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
     from verl.utils.profiler import simple_timer
+    from verl.utils.rollout_trace import rollout_trace_op
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise OrsDependencyError("ors_gym.verl needs verl: pip install 'ors-gym[verl]'") from exc
 
@@ -47,7 +48,10 @@ class OrsAgentLoop(AgentLoopBase):
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.response_length = int(self.rollout_config.response_length)
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    @rollout_trace_op
+    async def run(
+        self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any
+    ) -> AgentLoopOutput:
         row = EpisodeRow.from_row(kwargs)
         env = AsyncTokenEnv(
             row.make(),
@@ -56,7 +60,10 @@ class OrsAgentLoop(AgentLoopBase):
             chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
         )
         metrics: dict[str, Any] = {}
-        request_id = uuid4().hex  # one per episode: the server keeps its prefix cache
+        preempted: list[int] = []
+        # one id per episode: the server routes its turns to one replica, keeping its prefix cache
+        full_determinism = getattr(self.rollout_config, "full_determinism", False)
+        request_id = f"det-{int(priority)}" if full_determinism else uuid4().hex
         try:
             ids, _ = await env.reset(seed=row.seed, options=row.options)
             if len(ids) > self.prompt_length:
@@ -72,8 +79,8 @@ class OrsAgentLoop(AgentLoopBase):
                     out = await self.server_manager.generate(
                         request_id=request_id, prompt_ids=ids, sampling_params=params
                     )
-                preempted = out.num_preempted if out.num_preempted is not None else 0
-                metrics["num_preempted"] = metrics.get("num_preempted", 0) + preempted
+                if out.num_preempted is not None:
+                    preempted.append(int(out.num_preempted))
                 action: Any = list(out.token_ids)
                 if out.log_probs:
                     action = {"ids": action, "logprobs": list(out.log_probs)}
@@ -82,6 +89,7 @@ class OrsAgentLoop(AgentLoopBase):
                 done = terminated or truncated
         finally:
             await env.close()
+        metrics["num_preempted"] = sum(preempted) if preempted else -1  # -1: not reported
         trajectory = env.trajectory
         if trajectory.step_wise:
             logger.warning(

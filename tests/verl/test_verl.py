@@ -211,6 +211,8 @@ def test_verls_worker_batches_the_episodes(worker_run: Any, tok: Any) -> None:
         "__num_turns__"][2]]
     assert {"stop_reason", "turn_scores", "tool_rewards"} <= set(out.non_tensor_batch)
     assert out.non_tensor_batch["stop_reason"][0] == "finished"
+    for metrics in out.meta_info["metrics"]:  # the loop's timings; no preemption reported
+        assert metrics["generate_sequences"] > 0 and metrics["num_preempted"] == -1
     # one sticky request id per episode, every turn asked for what the budget leaves
     episodes = {c["request_id"] for c in server.calls}
     assert len(episodes) == 3
