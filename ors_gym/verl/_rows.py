@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from ors_gym.async_env import AsyncOrsEnv
+from ors_gym.registration import ENTRY_POINT
 
 __all__ = ["EpisodeRow", "rows"]
 
@@ -64,7 +65,7 @@ class EpisodeRow:
             known = sorted(k for k in gym.registry if k.startswith("ors"))
             raise ValueError(f"unknown environment id {self.env_id!r}; registered ORS ids: {known}")
         spec = gym.spec(self.env_id)
-        if spec.entry_point != "ors_gym.env:OrsEnv":
+        if spec.entry_point != ENTRY_POINT:
             raise TypeError(f"{self.env_id!r} is not an ORS environment id ({spec.entry_point})")
         kwargs = {**spec.kwargs, **self.env_kwargs}
         kwargs.pop("render_mode", None)

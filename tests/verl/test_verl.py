@@ -157,11 +157,14 @@ def counter_script(tok: Any) -> list[list[int]]:
 
 
 @pytest.fixture(scope="module")
-def worker_run(model_dir: Path, model: Any, tok: Any) -> tuple[DataProto, TinyServer, list[Any]]:
+def worker_run(model_dir: Path, model: Any, tok: Any,
+               server_url: str) -> tuple[DataProto, TinyServer, list[Any]]:
     """One batch through veRL's ``AgentLoopWorker.generate_sequences``: Counter task 0
     (scripted to success), QA task 0 (a hint, then the right answer), QA task 1 (sampled
-    by the random model until the env or the token budget ends it)."""
-    dataset_rows = [rows(COUNTER, num_tasks=1)[0], *rows(QA, num_tasks=2)]
+    by the random model until the env or the token budget ends it), and Counter task 0
+    again on a real ORS server over HTTP (the row's ``env_kwargs``)."""
+    dataset_rows = [rows(COUNTER, num_tasks=1)[0], *rows(QA, num_tasks=2),
+                    rows(COUNTER, num_tasks=1, base_url=server_url)[0]]
     scripts = {
         "The counter is at 0.": counter_script(tok),
         "capital of France": [
@@ -198,24 +201,27 @@ def test_rows_name_each_task_for_verls_dataset() -> None:
 def test_verls_worker_batches_the_episodes(worker_run: Any, tok: Any) -> None:
     out, server, _ = worker_run
     batch = out.batch
-    assert batch["prompts"].shape == (3, PROMPT_LEN)
-    assert batch["responses"].shape == batch["response_mask"].shape == (3, RESPONSE_LEN)
-    assert batch["input_ids"].shape == (3, PROMPT_LEN + RESPONSE_LEN)
-    assert batch["rollout_log_probs"].shape == (3, RESPONSE_LEN)
+    assert batch["prompts"].shape == (4, PROMPT_LEN)
+    assert batch["responses"].shape == batch["response_mask"].shape == (4, RESPONSE_LEN)
+    assert batch["input_ids"].shape == (4, PROMPT_LEN + RESPONSE_LEN)
+    assert batch["rollout_log_probs"].shape == (4, RESPONSE_LEN)
     # the env's grade is the reward, on the last response token (veRL's rm_scores)
     rewards = batch["rm_scores"].sum(dim=1).tolist()
-    assert rewards[0] == 1.0 and rewards[1] == 1.0
+    assert rewards[0] == rewards[1] == rewards[3] == 1.0
     last = batch["attention_mask"][:, PROMPT_LEN:].sum(dim=1) - 1
     assert batch["rm_scores"][0, last[0]] == 1.0
-    assert list(out.non_tensor_batch["__num_turns__"]) == [6, 4, out.non_tensor_batch[
-        "__num_turns__"][2]]
+    turns = list(out.non_tensor_batch["__num_turns__"])
+    assert turns[:2] == [6, 4] and turns[3] == 6
+    # the same task in-process and over HTTP: the same tokens
+    assert batch["input_ids"][0].tolist() == batch["input_ids"][3].tolist()
     assert {"stop_reason", "turn_scores", "tool_rewards"} <= set(out.non_tensor_batch)
+    assert out.non_tensor_batch["stop_reason"][0] == out.non_tensor_batch["stop_reason"][3]
     assert out.non_tensor_batch["stop_reason"][0] == "finished"
     for metrics in out.meta_info["metrics"]:  # the loop's timings; no preemption reported
         assert metrics["generate_sequences"] > 0 and metrics["num_preempted"] == -1
     # one sticky request id per episode, every turn asked for what the budget leaves
     episodes = {c["request_id"] for c in server.calls}
-    assert len(episodes) == 3
+    assert len(episodes) == 4
     for call in server.calls:
         assert 1 <= call["params"]["max_tokens"] <= RESPONSE_LEN
         assert call["params"]["logprobs"] is True
@@ -231,7 +237,7 @@ def test_sampled_ids_and_logprobs_reach_the_batch_verbatim(worker_run: Any, tok:
         # the sample is the episode's last token row: the calls from the one whose prompt
         # starts it (the first call, unless the chat template rewrote the history)
         (i, j) = next(
-            (i, j) for j, call in enumerate(episode) for i in range(3)
+            (i, j) for j, call in enumerate(episode) for i in range(4)
             if batch["attention_mask"][i, :PROMPT_LEN].sum() == len(call["prompt_ids"])
             and batch["prompts"][i][PROMPT_LEN - len(call["prompt_ids"]):].tolist()
             == call["prompt_ids"]
