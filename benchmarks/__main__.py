@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
-NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl")
+NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -43,6 +43,7 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "scale": {"quick": {"n": 200, "delay_ms": 1000.0, "rounds": 2},
                   "default": {"rounds": 3}, "full": {}},
         "trl": {"quick": {"rounds": 3}, "default": {}, "full": {}},
+        "tokens": {"quick": {"rounds": 5}, "default": {}, "full": {}},
     }
     return table[name][mode]
 
@@ -129,6 +130,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "soak": ("benchmarks.bench_soak", _summary_soak),
     "scale": ("benchmarks.bench_scale", _summary_scale),
     "trl": ("benchmarks.bench_trl", _same),
+    "tokens": ("benchmarks.bench_tokens", _same),
 }
 
 

@@ -3,24 +3,33 @@
 One episode is ``TURNS`` turns of the bundled ``Counter`` environment (in
 process), each completion a ``<think>`` block and a tool call, through
 ``TokenEnv`` with a tiny Qwen3-style tokenizer built here (a byte-level BPE and
-TRL's Qwen3 chat template; no download). Per turn it measures, in CPU time of
-this process:
+TRL's Qwen3 chat template; no download). Per turn it measures CPU time:
 
 - ``TokenEnv`` own: ``TokenEnv.step`` minus the wrapped env's ``step`` inside it,
-  on this thread (decoding and parsing the ids, the reply's chat messages, the
-  bridge's ids);
-- env step: the wrapped env's ``step`` inside ``TokenEnv``.
+  on the calling thread (decoding and parsing the ids, the reply's chat messages,
+  the bridge's ids);
+- env step: the wrapped env's ``step`` inside ``TokenEnv``, the whole process's
+  (the env's event-loop thread included).
+
+The tokenizer runs on one thread (``TOKENIZERS_PARALLELISM=false``): its worker
+pool would spin after each call, and that CPU would land in what is timed next.
 
 The baseline is the text pipeline on the same actions: ``Conversation`` steps the
 env, and each turn the whole conversation so far is rendered with
 ``apply_chat_template`` and tokenized (what a trainer re-tokenising the text
-history pays per turn); its env step is timed the same way.
+history pays per turn); its env step is timed the same way. The env gets the same
+text in both (the reply without its reasoning), so its step does the same work; the
+baseline's history lacks the reasoning, so it re-renders fewer tokens than
+``TokenEnv`` holds (in the baseline's favour).
 
 Bridges: the chat-template diff, and the ``renderers`` Qwen3 renderer when the
 library is installed. Rounds interleave the cases (rotating order); the figure
 per turn is the median over rounds. Reported ratios, all from this run: own cost
 at the last turn / at turn 2 (target <= 1.3), own cost / re-render at the last
-turn (lower is better), env step in ``TokenEnv`` / in the text pipeline (about 1).
+turn (lower is better), env step in ``TokenEnv`` / in the text pipeline. The env
+gets the same actions in both (asserted), so it does the same work; the time of
+that work moves with what ran before it on the core (caches), by up to 2x either
+way on a loaded machine, so read that row as a check, not a cost.
 
 Run: ``python -m benchmarks.bench_tokens`` (``--quick`` for fewer rounds,
 ``--json PATH`` to save the rows). Needs the ``trl`` extra (transformers, trl's
@@ -32,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib.util
+import os
 import statistics
 import sys
 import time
@@ -68,6 +78,7 @@ class _Timed:
 
         class Timed(gym.Wrapper):  # type: ignore[type-arg]
             def step(inner, action: Any) -> Any:
+                self.actions.append(action)
                 start, here = time.process_time(), time.thread_time()
                 try:
                     return inner.env.step(action)
@@ -76,6 +87,7 @@ class _Timed:
                     self.spent_here += time.thread_time() - here
 
         self.spent = self.spent_here = 0.0
+        self.actions: list[Any] = []
         self.env = Timed(env)
 
 
@@ -112,7 +124,7 @@ def _episode(lm: Any, tok: Any, renderer: str, turns: int) -> dict[str, list[flo
         traj.messages, tools=traj.tools, tokenize=False, add_generation_prompt=True)
     assert tok(text_all, add_special_tokens=False)["input_ids"] == traj.ids
     env.close()
-    return {"own": own, "inner": inner}
+    return {"own": own, "inner": inner, "actions": timed.actions}
 
 
 def _text_episode(lm: Any, tok: Any, turns: int) -> dict[str, list[float]]:
@@ -130,15 +142,17 @@ def _text_episode(lm: Any, tok: Any, turns: int) -> dict[str, list[float]]:
     rerender, inner = [], []
     for text in _texts(lm, turns):
         timed.spent = 0.0
-        messages, *_ = env.step(text)
+        # The env gets what TokenEnv sends it: the reply without its reasoning (a text
+        # pipeline's server strips it with its reasoning parser).
+        messages, *_ = env.step(text.split("</think>")[-1].lstrip("\n"))
         inner.append(timed.spent)
-        start = time.process_time()
+        start = time.thread_time()
         rendered = tok.apply_chat_template(
             messages, tools=tools, tokenize=False, add_generation_prompt=True)
         tok(rendered, add_special_tokens=False)["input_ids"]
-        rerender.append(time.process_time() - start)
+        rerender.append(time.thread_time() - start)
     env.close()
-    return {"rerender": rerender, "inner": inner}
+    return {"rerender": rerender, "inner": inner, "actions": timed.actions}
 
 
 def run(rounds: int = 20, turns: int = TURNS) -> list[dict[str, Any]]:
@@ -146,6 +160,20 @@ def run(rounds: int = 20, turns: int = TURNS) -> list[dict[str, Any]]:
     the env step inside TokenEnv against the text pipeline's."""
     import ors_gym  # noqa: F401  (registers the ors/ ids)
 
+    # One thread for the tokenizer: its worker pool spins after each call, and that CPU
+    # would land in whatever is timed next.
+    before = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        return _run(rounds, turns)
+    finally:
+        if before is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = before
+
+
+def _run(rounds: int, turns: int) -> list[dict[str, Any]]:
     lm = _tiny()
     tok = lm.tiny_tokenizer()
     bridges = ["template"]
@@ -172,6 +200,8 @@ def run(rounds: int = 20, turns: int = TURNS) -> list[dict[str, Any]]:
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1e6
 
+    for c in bridges:  # the env got the same actions in both pipelines: the same steps
+        assert per[c][0]["actions"] == per["text"][0]["actions"], c
     last = turns
     base = {key: {t: med([ep[key][t - 1] for ep in per["text"]]) for t in (EARLY, last)}
             for key in ("rerender", "inner")}

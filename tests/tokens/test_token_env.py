@@ -359,6 +359,7 @@ def test_renderer_choices_and_their_errors(tok: Any) -> None:
                      chat_template_kwargs={"enable_thinking": False})
 
 
+@pytest.mark.slow  # imports the image processor (and torch with it)
 @pytest.mark.skipif("qwen3" not in RENDERERS, reason="needs renderers (the tokens extra)")
 def test_a_multimodal_renderer_gets_image_placeholders_and_the_pixels() -> None:
     """renderers' Qwen3-VL renderer with an image processor built here: GridWorld's images
@@ -388,3 +389,27 @@ def test_a_multimodal_renderer_gets_image_placeholders_and_the_pixels() -> None:
     assert [p.length for p in data.mm_placeholders["image"]] == [first, first]
     assert [obs[p.offset] for p in data.mm_placeholders["image"]] == [pad, pad]
     assert len(data.mm_items["image"]) == 2 and len(traj.images) == 2
+
+
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def test_a_template_that_keeps_history_needs_no_new_row(tok: Any) -> None:
+    """A plain ChatML template renders every turn as given: the nudge that makes Qwen3's
+    template start a row is appended here, and the whole episode is one sequence."""
+    chatml = tiny_tokenizer(CHATML)
+    env = TokenEnv(gym.make(MATH), chatml)
+    env.reset(seed=0, options={"index": 0})
+    first = sampled(chatml, answer_text("Three?", think="23-20 is 3."))
+    obs, *_ = env.step(first)
+    traj = env.trajectory
+    assert len(traj.rows) == 1 and traj.messages[-1]["role"] == "user"
+    assert obs == template_ids(chatml, traj.messages, traj.tools, True)
+    assert "23-20 is 3." in chatml.decode(obs)  # the reasoning is still there
+    last = sampled(chatml, tool_call_text("submit", {"answer": "3"}))
+    obs2, reward, terminated, _, _ = env.step(last)
+    assert terminated and reward == 1.0 and obs2[: len(obs)] == obs and len(traj.rows) == 1
+    assert traj.mask.count(1) == len(first) + len(last)
