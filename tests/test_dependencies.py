@@ -63,6 +63,8 @@ def _providers() -> dict[str, list[str]]:
 
 def _distributions(module: str) -> set[str]:
     providers = _providers().get(module)
+    if not providers and _name(module) in _declared()[1]:
+        return {_name(module)}  # an extra with a venv of its own (verl): named as its module
     if not providers:
         pytest.skip(f"{module} is not installed here, so its distribution is unknown")
     return {_name(p) for p in providers}

@@ -2,8 +2,10 @@
 
 ``OrsTextEnv`` is a ``skyrl_gym`` ``BaseTextEnv`` over one ORS episode;
 ``register()`` adds it to SkyRL's registry (``env_class="ors"`` by default) and
-``rows(env_id)`` builds the dataset rows naming each task. Needs the ``skyrl``
-extra (``pip install 'ors-gym[skyrl]'``).
+``rows(env_id)`` builds the dataset rows naming each task.
+``generator_output(trajectories)`` batches token trajectories
+(``ors_gym.tokens``) as SkyRL's ``GeneratorOutput``, for a custom generator.
+Needs the ``skyrl`` extra (``pip install 'ors-gym[skyrl]'``).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ from typing import Any
 
 import gymnasium as gym
 
+from ors_gym.skyrl._batch import generator_output, skyrl_stop_reason
 from ors_gym.skyrl._env import OrsTextEnv, system_prompt
 
-__all__ = ["OrsTextEnv", "register", "rows", "system_prompt"]
+__all__ = [
+    "OrsTextEnv", "generator_output", "register", "rows", "skyrl_stop_reason", "system_prompt",
+]
 
 ENTRY_POINT = "ors_gym.skyrl:OrsTextEnv"
 

@@ -1,0 +1,72 @@
+"""A token trajectory as veRL's ``AgentLoopOutput``.
+
+``Trajectory.to_verl()`` names the fields; this adds what veRL's own type
+requires and its batching reads: ``metrics`` (an ``AgentLoopMetrics``),
+``num_turns`` counted as veRL's ``ToolAgentLoop`` counts them (the opening
+prompt, each assistant turn, each round of environment replies; no system
+message), the ``turn_scores``/``tool_rewards`` extra fields veRL's loops
+always carry, and a response held to ``rollout.response_length``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ors_gym.tokens import Trajectory
+
+__all__ = ["agent_loop_output", "num_turns"]
+
+
+def num_turns(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Chat turns as veRL counts them: runs of one role (parallel tool replies are one
+    turn), the system message not counted."""
+    turns, last = 0, None
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if role != last or role == "assistant":
+            turns += 1
+        last = role
+    return turns
+
+
+def agent_loop_output(
+    trajectory: Trajectory,
+    *,
+    response_length: int | None = None,
+    metrics: Mapping[str, Any] | None = None,
+) -> Any:
+    """veRL's ``AgentLoopOutput`` for ``trajectory`` (its last token row).
+
+    ``response_length``: veRL's ``rollout.response_length``, which the response
+    may not exceed (its padding assumes it). ``metrics``: the loop's timings
+    (``generate_sequences``, ``tool_calls``...).
+    """
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    if trajectory.multi_modal_data is not None:
+        raise ValueError(
+            "the 'ors' agent loop trains text models: this trajectory carries a multimodal "
+            "renderer's image data; build the AsyncTokenEnv without a multimodal renderer "
+            "(images then reach the model as a note)"
+        )
+    fields = trajectory.to_verl()
+    fields.pop("multi_modal_data", None)  # images the text model saw only as a note
+    cut = slice(None, response_length)
+    fields["response_ids"] = fields["response_ids"][cut]
+    fields["response_mask"] = fields["response_mask"][cut]
+    if fields["response_logprobs"] is not None:
+        fields["response_logprobs"] = fields["response_logprobs"][cut]
+    fields["num_turns"] = num_turns(trajectory.messages)
+    fields["extra_fields"] = {
+        **fields.get("extra_fields", {}),
+        "turn_scores": list(trajectory.rewards),
+        "tool_rewards": [],
+    }
+    return AgentLoopOutput(
+        **fields,
+        multi_modal_data={},
+        metrics=AgentLoopMetrics(**dict(metrics or {})),
+    )

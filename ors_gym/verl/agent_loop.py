@@ -1,0 +1,101 @@
+"""``OrsAgentLoop``: veRL's agent loop over any ORS environment, as exact tokens.
+
+veRL makes one agent loop per sample and awaits ``run(sampling_params,
+**row)``. This one opens the row's ORS episode (``extra_info``: ``env_id``,
+``split``, ``index``...) as an ``AsyncTokenEnv``, asks veRL's server manager
+for each completion from the token sequence so far, and hands the sampled ids
+and logprobs to the env verbatim. The env's tokens (tool results, template
+tags) come back with mask 0; the reward is the env's own grade, so veRL's
+reward function is not called for these samples.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import uuid4
+
+from ors_gym.errors import OrsDependencyError
+from ors_gym.tokens import AsyncTokenEnv
+from ors_gym.verl._output import agent_loop_output
+from ors_gym.verl._rows import EpisodeRow
+
+try:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+    from verl.utils.profiler import simple_timer
+    from verl.utils.rollout_trace import rollout_trace_op
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise OrsDependencyError("ors_gym.verl needs verl: pip install 'ors-gym[verl]'") from exc
+
+__all__ = ["OrsAgentLoop"]
+
+logger = logging.getLogger(__name__)
+
+
+@register("ors")
+class OrsAgentLoop(AgentLoopBase):
+    """veRL agent loop ``ors``: one ORS episode per sample, as token ids.
+
+    The episode's tokens are capped at ``rollout.response_length`` (the env
+    truncates with ``stop_reason="max_tokens"``) and the first prompt must fit
+    ``rollout.prompt_length``. ``data.apply_chat_template_kwargs`` reach the
+    chat template. veRL's own ``tools`` (its tool config) are not used: the ORS
+    environment brings its tools.
+    """
+
+    def __init__(self, *args: Any, tools: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.response_length = int(self.rollout_config.response_length)
+
+    @rollout_trace_op
+    async def run(
+        self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any
+    ) -> AgentLoopOutput:
+        row = EpisodeRow.from_row(kwargs)
+        env = AsyncTokenEnv(
+            row.make(),
+            self.tokenizer,
+            max_tokens=self.response_length,
+            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
+        )
+        metrics: dict[str, Any] = {}
+        preempted: list[int] = []
+        # one id per episode: the server routes its turns to one replica, keeping its prefix cache
+        full_determinism = getattr(self.rollout_config, "full_determinism", False)
+        request_id = f"det-{int(priority)}" if full_determinism else uuid4().hex
+        try:
+            ids, _ = await env.reset(seed=row.seed, options=row.options)
+            if len(ids) > self.prompt_length:
+                raise ValueError(
+                    f"the task's prompt of {row.env_id} is {len(ids)} tokens, over "
+                    f"rollout.prompt_length={self.prompt_length}: raise prompt_length"
+                )
+            done = False
+            while not done:
+                left = self.response_length - len(env.trajectory.completion_ids)
+                params = {**sampling_params, "max_tokens": max(1, left)}
+                with simple_timer("generate_sequences", metrics):
+                    out = await self.server_manager.generate(
+                        request_id=request_id, prompt_ids=ids, sampling_params=params
+                    )
+                if out.num_preempted is not None:
+                    preempted.append(int(out.num_preempted))
+                action: Any = list(out.token_ids)
+                if out.log_probs:
+                    action = {"ids": action, "logprobs": list(out.log_probs)}
+                with simple_timer("tool_calls", metrics):
+                    ids, _, terminated, truncated, _ = await env.step(action)
+                done = terminated or truncated
+        finally:
+            await env.close()
+        metrics["num_preempted"] = sum(preempted) if preempted else -1  # -1: not reported
+        trajectory = env.trajectory
+        if trajectory.step_wise:
+            logger.warning(
+                "%s: the chat template rewrote the history, so only the episode's last token "
+                "row (%d of %d) is trained on; use a template that keeps history",
+                row.env_id, len(trajectory.rows), len(trajectory.rows),
+            )
+        return agent_loop_output(trajectory, response_length=self.response_length,
+                                 metrics=metrics)

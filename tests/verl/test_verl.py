@@ -1,0 +1,321 @@
+"""veRL: the ``ors`` agent loop run by veRL's own ``AgentLoopWorker``, on CPU.
+
+The worker is veRL's (its config composed from veRL's own ``ppo_trainer.yaml``,
+its model config read from a tiny Qwen3 saved here, its hydra instantiation of
+the registered loop, its padding and its batching into a ``DataProto``), and so
+is the data path (``ors_gym.verl.rows`` as parquet, read by veRL's
+``RLHFDataset``, collated by its ``collate_fn``). Only
+the LLM server is a stand-in: veRL's servers are vLLM/SGLang on GPUs, so a
+tiny local model answers ``generate`` with veRL's ``TokenOutput`` (scripted
+completions, with the model's own logprobs of them, or sampled ones).
+
+Needs verl, which cannot share the suite's venv: ``bash scripts/verl-venv.sh --test``
+builds its venv once and runs this file there; elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# A module of verl itself: with tests/ on the path, "verl" alone finds this folder.
+pytest.importorskip(
+    "verl.experimental.agent_loop",
+    reason="verl has a venv of its own: bash scripts/verl-venv.sh --test",
+)
+pytest.importorskip("trl")  # tests/_tiny_lm.py takes TRL's Qwen3 chat template
+
+import itertools
+
+import gymnasium as gym
+import torch
+from _tiny_lm import answer_text, encode, non_canonical, tiny_model, tiny_tokenizer, tool_call_text
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
+from verl.protocol import DataProto
+from verl.workers.rollout.replica import TokenOutput
+
+import ors_gym
+from ors_gym.tokens import TokenEnv
+from ors_gym.verl import OrsAgentLoop, agent_loop_output, num_turns, rows
+
+COUNTER, QA = "ors/Counter-v0", "ors/QA-v0"
+PROMPT_LEN, RESPONSE_LEN = 384, 256
+AGENT = "actor_rollout_ref.rollout.agent"
+
+
+class TinyServer:
+    """Stands in for veRL's server manager: ``generate`` answers as veRL's does, with a
+    ``TokenOutput`` of sampled ids and their logprobs, from a tiny local model. Each
+    episode (request id) plays its script of completions, then samples."""
+
+    def __init__(self, model: Any, tokenizer: Any, scripts: dict[str, list[list[int]]]) -> None:
+        self.model, self.tokenizer, self.scripts = model, tokenizer, scripts
+        self.sessions: dict[str, list[list[int]]] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    def _logprobs(self, prompt: list[int], ids: list[int]) -> list[float]:
+        with torch.no_grad():
+            logits = self.model(torch.tensor([prompt + ids])).logits[0]
+        logp = torch.log_softmax(logits[len(prompt) - 1 : -1].float(), dim=-1)
+        return logp[torch.arange(len(ids)), torch.tensor(ids)].tolist()
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int],
+                       sampling_params: dict[str, Any], **_: Any) -> TokenOutput:
+        if request_id not in self.sessions:
+            self.sessions[request_id] = self._script_for(self.tokenizer.decode(prompt_ids))
+        script = self.sessions[request_id]
+        if script:
+            ids = script.pop(0)[: sampling_params["max_tokens"]]
+        else:
+            with torch.no_grad():
+                out = self.model.generate(
+                    torch.tensor([prompt_ids]), do_sample=True, top_k=0,
+                    temperature=float(sampling_params["temperature"]) or 1.0,
+                    max_new_tokens=min(24, sampling_params["max_tokens"]),
+                )
+            ids = out[0, len(prompt_ids):].tolist()
+        logprobs = self._logprobs(list(prompt_ids), ids)
+        self.calls.append({"request_id": request_id, "prompt_ids": list(prompt_ids),
+                           "ids": ids, "logprobs": logprobs, "params": dict(sampling_params)})
+        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
+
+    def _script_for(self, prompt: str) -> list[list[int]]:
+        """The script whose key is in the episode's first prompt (none: sample)."""
+        return next((list(s) for key, s in self.scripts.items() if key in prompt), [])
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    return tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tok: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model and tokenizer saved as veRL's ``model.path`` reads them."""
+    path = tmp_path_factory.mktemp("tiny-qwen3")
+    tiny_model(tok).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def model(model_dir: Path) -> Any:
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir).eval()
+
+
+def verl_config(model_dir: Path, *overrides: str) -> Any:
+    """veRL's own trainer config (its ``ppo_trainer.yaml``), pointed at the tiny model."""
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    config_dir = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        return compose("ppo_trainer", overrides=[
+            f"actor_rollout_ref.model.path={model_dir}",
+            f"actor_rollout_ref.rollout.prompt_length={PROMPT_LEN}",
+            f"actor_rollout_ref.rollout.response_length={RESPONSE_LEN}",
+            "actor_rollout_ref.rollout.name=vllm",  # which server; none is started here
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+            "actor_rollout_ref.rollout.agent.default_agent_loop=ors",
+            *overrides,
+        ])
+
+
+def batch_of(dataset_rows: list[dict[str, Any]], config: Any, tok: Any,
+             folder: Path) -> DataProto:
+    """The rows as veRL's trainer hands them to the worker: saved as parquet, read by its
+    ``RLHFDataset``, collated by its ``collate_fn`` into a ``DataProto``."""
+    import pandas as pd
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+
+    path = folder / "rows.parquet"
+    pd.DataFrame(dataset_rows).to_parquet(path)
+    data = RLHFDataset(str(path), tok, config.data)
+    batch = DataProto.from_single_dict(collate_fn([data[i] for i in range(len(data))]))
+    batch.meta_info["global_steps"] = 1
+    return batch
+
+
+def sampled(tok: Any, text: str) -> list[int]:
+    return [*encode(tok, text), tok.eos_token_id]
+
+
+def counter_script(tok: Any) -> list[list[int]]:
+    """Counter task 0 (0 -> 6): two increments of 3 (the first non-canonical), then done."""
+    return [
+        non_canonical(tok, sampled(tok, tool_call_text("increment", {"amount": 3},
+                                                       think="I add three."))),
+        sampled(tok, tool_call_text("increment", {"amount": 3})),
+        sampled(tok, tool_call_text("done", {}, think="It is 6.")),
+    ]
+
+
+@pytest.fixture(scope="module")
+def worker_run(model_dir: Path, model: Any, tok: Any,
+               server_url: str) -> tuple[DataProto, TinyServer, list[Any]]:
+    """One batch through veRL's ``AgentLoopWorker.generate_sequences``: Counter task 0
+    (scripted to success), QA task 0 (a hint, then the right answer), QA task 1 (sampled
+    by the random model until the env or the token budget ends it), and Counter task 0
+    again on a real ORS server over HTTP (the row's ``env_kwargs``)."""
+    dataset_rows = [rows(COUNTER, num_tasks=1)[0], *rows(QA, num_tasks=2),
+                    rows(COUNTER, num_tasks=1, base_url=server_url)[0]]
+    scripts = {
+        "The counter is at 0.": counter_script(tok),
+        "capital of France": [
+            sampled(tok, tool_call_text("hint", {})), sampled(tok, answer_text("Paris")),
+        ],
+    }
+    server = TinyServer(model, tok, scripts)
+    config = verl_config(model_dir)
+    worker = AgentLoopWorker(config, llm_client=server)
+    torch.manual_seed(0)
+    out = asyncio.run(worker.generate_sequences(batch_of(dataset_rows, config, tok, model_dir)))
+    return out, server, dataset_rows
+
+
+def test_the_loop_is_registered_under_ors() -> None:
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    assert _agent_loop_registry["ors"] == {"_target_": "ors_gym.verl.agent_loop.OrsAgentLoop"}
+    assert OrsAgentLoop.__module__ == "ors_gym.verl.agent_loop"
+
+
+def test_rows_name_each_task_for_verls_dataset() -> None:
+    got = rows(QA, num_tasks=2, max_steps=3)
+    assert [r["extra_info"]["index"] for r in got] == [0, 1]
+    assert got[1] == {
+        "prompt": [{"role": "user", "content": ""}],
+        "data_source": QA,
+        "agent_name": "ors",
+        "extra_info": {"env_id": QA, "split": "train", "index": 1,
+                       "env_kwargs": {"max_steps": 3}},
+    }
+
+
+def test_verls_worker_batches_the_episodes(worker_run: Any, tok: Any) -> None:
+    out, server, _ = worker_run
+    batch = out.batch
+    assert batch["prompts"].shape == (4, PROMPT_LEN)
+    assert batch["responses"].shape == batch["response_mask"].shape == (4, RESPONSE_LEN)
+    assert batch["input_ids"].shape == (4, PROMPT_LEN + RESPONSE_LEN)
+    assert batch["rollout_log_probs"].shape == (4, RESPONSE_LEN)
+    # the env's grade is the reward, on the last response token (veRL's rm_scores)
+    rewards = batch["rm_scores"].sum(dim=1).tolist()
+    assert rewards[0] == rewards[1] == rewards[3] == 1.0
+    last = batch["attention_mask"][:, PROMPT_LEN:].sum(dim=1) - 1
+    assert batch["rm_scores"][0, last[0]] == 1.0
+    turns = list(out.non_tensor_batch["__num_turns__"])
+    assert turns[:2] == [6, 4] and turns[3] == 6
+    # the same task in-process and over HTTP: the same tokens
+    assert batch["input_ids"][0].tolist() == batch["input_ids"][3].tolist()
+    assert {"stop_reason", "turn_scores", "tool_rewards"} <= set(out.non_tensor_batch)
+    assert out.non_tensor_batch["stop_reason"][0] == out.non_tensor_batch["stop_reason"][3]
+    assert out.non_tensor_batch["stop_reason"][0] == "finished"
+    for metrics in out.meta_info["metrics"]:  # the loop's timings; no preemption reported
+        assert metrics["generate_sequences"] > 0 and metrics["num_preempted"] == -1
+    # one sticky request id per episode, every turn asked for what the budget leaves
+    episodes = {c["request_id"] for c in server.calls}
+    assert len(episodes) == 4
+    for call in server.calls:
+        assert 1 <= call["params"]["max_tokens"] <= RESPONSE_LEN
+        assert call["params"]["logprobs"] is True
+
+
+def test_sampled_ids_and_logprobs_reach_the_batch_verbatim(worker_run: Any, tok: Any) -> None:
+    out, server, _ = worker_run
+    batch = out.batch
+    by_episode: dict[str, list[dict[str, Any]]] = {}
+    for call in server.calls:
+        by_episode.setdefault(call["request_id"], []).append(call)
+    for episode in by_episode.values():
+        # the sample is the episode's last token row: the calls from the one whose prompt
+        # starts it (the first call, unless the chat template rewrote the history)
+        (i, j) = next(
+            (i, j) for j, call in enumerate(episode) for i in range(4)
+            if batch["attention_mask"][i, :PROMPT_LEN].sum() == len(call["prompt_ids"])
+            and batch["prompts"][i][PROMPT_LEN - len(call["prompt_ids"]):].tolist()
+            == call["prompt_ids"]
+        )
+        assert out.non_tensor_batch["rows"][i] == 1 or j > 0
+        calls = episode[j:]
+        n = int(batch["attention_mask"][i, PROMPT_LEN:].sum())
+        response = batch["responses"][i, :n].tolist()
+        mask = batch["response_mask"][i, :n].tolist()
+        logprobs = batch["rollout_log_probs"][i, :n].tolist()
+        # the mask-1 tokens are exactly the sampled ids, turn after turn, in order
+        assert [t for t, m in zip(response, mask, strict=True) if m] == [
+            t for c in calls for t in c["ids"]
+        ][: sum(mask)]
+        sampled_lp = [lp for lp, m in zip(logprobs, mask, strict=True) if m]
+        want_lp = [lp for c in calls for lp in c["logprobs"]][: sum(mask)]
+        assert sampled_lp == pytest.approx(want_lp, abs=1e-5)
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if not m)
+        # each later turn was generated from the whole sequence so far
+        for before, after in itertools.pairwise(calls):
+            assert after["prompt_ids"][: len(before["prompt_ids"])] == before["prompt_ids"]
+            start = len(before["prompt_ids"])
+            assert after["prompt_ids"][start : start + len(before["ids"])] == before["ids"]
+        # padding past the response is masked out
+        assert batch["response_mask"][i, n:].sum() == 0
+
+
+def test_the_output_matches_a_token_env_run_and_verls_type(tok: Any) -> None:
+    """``agent_loop_output`` of a TokenEnv episode is veRL's pydantic type with the
+    trajectory's own ids, mask, logprobs and reward; veRL's ``as_dict`` takes it."""
+    env = TokenEnv(gym.make(COUNTER), tok)
+    env.reset(seed=0, options={"index": 0})
+    for k, ids in enumerate(counter_script(tok)):
+        env.step({"ids": ids, "logprobs": [-0.5 - k] * len(ids)})
+    traj = env.trajectory
+    out = agent_loop_output(traj, metrics={"generate_sequences": 0.25})
+    assert isinstance(out, AgentLoopOutput)
+    assert out.prompt_ids == traj.prompt_ids and out.response_ids == traj.completion_ids
+    assert out.response_mask == traj.mask and out.response_logprobs == traj.logprobs
+    assert out.reward_score == traj.reward == 1.0
+    assert out.num_turns == 1 + 3 + 2  # the task, three assistant turns, two tool replies
+    assert out.metrics.generate_sequences == 0.25
+    tensors = out.as_dict()
+    assert tensors["responses"].tolist() == traj.completion_ids
+    assert tensors["rm_scores"][-1] == 1.0
+    short = agent_loop_output(traj, response_length=10)
+    assert short.response_ids == traj.completion_ids[:10] and len(short.response_mask) == 10
+    env.close()
+
+
+def test_num_turns_counts_as_verls_tool_loop_does() -> None:
+    chat = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "tool"},
+            {"role": "tool"}, {"role": "assistant"}, {"role": "assistant"}]
+    assert num_turns(chat) == 5
+
+
+def test_a_row_without_env_id_is_refused_with_the_fix(model_dir: Path, model: Any,
+                                                      tok: Any) -> None:
+    """Also the docs' set-up: the loop found through an agent-loop config file (as veRL's
+    Ray workers find it), instantiated by veRL; the row's error comes from its ``run``."""
+    loops = model_dir / "ors_agent_loops.yaml"
+    loops.write_text("- name: ors\n  _target_: ors_gym.verl.OrsAgentLoop\n")
+    config = verl_config(model_dir, f"{AGENT}.agent_loop_config_path={loops}")
+    worker = AgentLoopWorker(config, llm_client=TinyServer(model, tok, {}))
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    assert _agent_loop_registry["ors"]["_target_"] == "ors_gym.verl.OrsAgentLoop"  # the file's
+    bad = rows(QA, num_tasks=1)
+    del bad[0]["extra_info"]["env_id"]
+    with pytest.raises(ValueError, match=r"env_id .*ors_gym.verl.rows"):
+        asyncio.run(worker.generate_sequences(batch_of(bad, config, tok, model_dir)))
+
+
+def test_ors_gym_itself_does_not_import_verl() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ors_gym; print('verl' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+    assert ors_gym is not None
