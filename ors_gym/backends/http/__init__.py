@@ -17,20 +17,15 @@ reading order:
   ``async_`` sends through; ``async_``: the driver; ``sync``: its blocking face.
 """
 
-from ors_gym.backends.http._pool import (
-    PooledClient,
-    PooledTransport,
-    ShardedTransport,
-    pooled_client,
-)
+from ors_gym.backends.http._options import HttpOptions
+from ors_gym.backends.http._pool import PooledTransport, pooled_client
 from ors_gym.backends.http.async_ import AsyncHttpBackend
 from ors_gym.backends.http.sync import HttpBackend
 
 __all__ = [
     "AsyncHttpBackend",
     "HttpBackend",
-    "PooledClient",
+    "HttpOptions",
     "PooledTransport",
-    "ShardedTransport",
     "pooled_client",
 ]

@@ -105,6 +105,7 @@ class Exchange:
             backoff=s.backoff,
             starting_ride_out=s.starting_ride_out if ride_out is None else ride_out,
             started=self.clock(),
+            how_to_set=s.how_to_set("max_retries"),
         )
 
     def _detail(self, body: bytes) -> str:
@@ -369,7 +370,7 @@ class Exchange:
             )
         base = self.location
         if origin(url) != origin(base):
-            extra = {name.lower() for name, _ in self.settings.headers}
+            extra = {name.lower() for name in self.settings.headers}
             dropped = _CREDENTIALS | extra
             logger.debug("%s: redirected to another origin (%s); credentials not sent there",
                          what, redact_url(url))
@@ -412,7 +413,7 @@ class Exchange:
             return OrsTimeoutError(
                 f"cannot reach the ORS server at {s.location}: no connection within "
                 f"connect_timeout={s.connect_timeout} s; is it running? raise "
-                f"{s.owner}(connect_timeout=...) for a slow network",
+                f"{s.how_to_set('connect_timeout')} for a slow network",
                 **where.kw(),
             )
         if failure.kind == "refused":
@@ -436,7 +437,7 @@ class Exchange:
         name, limit = ("setup_timeout", s.setup_timeout) if setup else ("timeout", s.timeout)
         return OrsTimeoutError(
             f"{what}: no answer from {s.location} within {name}={limit} s "
-            f"({failure.error_type}); raise {s.owner}({name}=...) if the server is slow",
+            f"({failure.error_type}); raise {s.how_to_set(name)} if the server is slow",
             **where.kw(),
         )
 
@@ -446,7 +447,7 @@ class Exchange:
             s = self.settings
             raise OrsTimeoutError(
                 f"{what} did not finish within call_timeout={s.call_timeout} s; the tool may "
-                f"still be running on the server. Raise {s.owner}(call_timeout=...) or pass "
+                f"still be running on the server. Raise {s.how_to_set('call_timeout')} or pass "
                 "None to wait as long as the server keeps the stream alive",
                 **where.kw(),
             )
@@ -473,7 +474,7 @@ class _TotalTime:
             s = self.exchange.settings
             raise OrsTimeoutError(
                 f"{self.what}: the answer from {s.location} was still arriving after "
-                f"{self.name}={self.limit} s; raise {s.owner}({self.name}=...) if the "
+                f"{self.name}={self.limit} s; raise {s.how_to_set(self.name)} if the "
                 "server is slow",
                 **self.where.kw(),
             )

@@ -82,6 +82,8 @@ class RetryBudget:
     backoff: float
     starting_ride_out: float
     started: float
+    #: How the user sets ``max_retries``, for the final error (``HttpBackend(max_retries=...)``).
+    how_to_set: str = "max_retries=..."
     attempts: int = 0
     #: Failed attempts so far, "starting" answers included.
     tries: int = 0
@@ -117,7 +119,7 @@ class RetryBudget:
         """What a final error ends with: how many tries over how long, and the option."""
         return (
             f"gave up after {self.tries} tries over {now - self.started:.1f} s "
-            f"(max_retries={self.max_retries}: the env option max_retries sets it)"
+            f"(max_retries={self.max_retries}; raise it with {self.how_to_set})"
         )
 
 

@@ -14,9 +14,10 @@ import pickle
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from openreward.environments import RunToolOutput as SdkRunToolOutput
@@ -25,7 +26,7 @@ from openreward.environments import Server
 from PIL import Image
 
 from ors_gym.backends import Backend
-from ors_gym.backends.http import HttpBackend
+from ors_gym.backends.http import HttpBackend, pooled_client
 from ors_gym.envs._common import text_output
 from ors_gym.envs.counter import Counter
 from ors_gym.envs.echo import Echo
@@ -617,3 +618,38 @@ def test_a_forked_child_uses_and_closes_its_own_copy(srv: ServerThread) -> None:
     assert backend.open_sessions == {sid}  # the parent's session was left to the parent
     assert _text(backend.call("echo", sid, "echo", {"text": "parent"})) == "parent"
     backend.close()
+
+
+@pytest.mark.parametrize("make", [lambda: httpx.AsyncHTTPTransport(), lambda: pooled_client()],
+                         ids=["httpx", "pooled_client"])
+def test_any_httpx_transport_carries_the_backend_and_stays_its_owners(
+    srv: ServerThread, make: Callable[[], httpx.AsyncBaseTransport]
+) -> None:
+    from ors_gym.backends.http import AsyncHttpBackend
+
+    async def main() -> None:
+        transport = make()
+        async with AsyncHttpBackend(srv.url, transport=transport) as backend:
+            sid = await backend.create_session("echo", split="train", index=0)
+            result = await backend.call("echo", sid, "echo", {"text": "via"})
+            assert "via" in str(result)
+        # The backend closed its sessions, not the shared transport: it still sends.
+        async with AsyncHttpBackend(srv.url, transport=transport) as again:
+            assert (await again.health())["status"] == "ok"
+        await transport.aclose()
+
+    asyncio.run(main())
+
+
+def test_both_faces_take_one_options_object_and_probe(srv: ServerThread) -> None:
+    from ors_gym.backends.http import AsyncHttpBackend, HttpOptions
+
+    options = HttpOptions(call_timeout=9.0, max_retries=1)
+    with HttpBackend(srv.url, options=options, backoff=0.01) as face:
+        assert face.options == options.replace(backoff=0.01)
+        face.probe()
+    assert AsyncHttpBackend(srv.url, options=options).options is options
+    with pytest.raises(TypeError, match="did you mean 'call_timeout'"):
+        HttpBackend(srv.url, call_timout=1)
+    with pytest.raises(ValueError, match="call_timeout must be a positive number"):
+        HttpBackend(srv.url, call_timeout=0)

@@ -273,7 +273,7 @@ def test_redirect_within_the_server_keeps_headers() -> None:
 
 
 def test_redirect_to_another_origin_drops_credentials() -> None:
-    ops = Ops(Settings(location=URL, api_key="sk-SECRET", headers=(("X-Team", "t1"),),
+    ops = Ops(Settings(location=URL, api_key="sk-SECRET", headers={"X-Team": "t1"},
                        basic_auth="Basic dTpw"), Clock())
     op = ops.create_session("echo", split="train", index=0, secrets={"TOKEN": "s3cr3t"})
     ops.env_names = ["echo"]
@@ -379,9 +379,16 @@ def test_body_decoder_takes_raw_deflate_and_refuses_stacked_codings() -> None:
         BodyDecoder("gzip, gzip", max_bytes=100, what="t", where=WHERE)
 
 
-def test_endless_pings_end_at_call_timeout() -> None:
+@pytest.mark.parametrize(("set_as", "hint"), [
+    ("env", "Raise gym.make(..., call_timeout=...) or OrsEnv(call_timeout=...)"),
+    ("HttpBackend", "Raise HttpBackend(call_timeout=...)"),
+    ("AsyncHttpBackend", "Raise AsyncHttpBackend(call_timeout=...)"),
+])
+def test_endless_pings_end_at_call_timeout_named_as_the_user_set_it(
+    set_as: str, hint: str
+) -> None:
     clock = Clock()
-    op = _ops(clock, call_timeout=3.0).call("echo", SID, "echo", {"text": "x"})
+    op = _ops(clock, call_timeout=3.0, set_as=set_as).call("echo", SID, "echo", {"text": "x"})
     step = _send(op, None)
     assert isinstance(step, Stream) and step.read_timeout == 3.0
 
@@ -391,9 +398,11 @@ def test_endless_pings_end_at_call_timeout() -> None:
             clock.now += 0.5
             yield b": ping\r\n\r\n"
 
-    with pytest.raises(OrsTimeoutError, match=r"call_timeout=3\.0"):
+    with pytest.raises(OrsTimeoutError, match=r"call_timeout=3\.0") as err:
         _perform(step, pings())
     assert clock.now <= 3.5  # cut off by the first piece after the deadline
+    assert hint in str(err.value)
+    assert ("HttpBackend" in str(err.value)) == (set_as != "env")
 
 
 def test_events_after_the_result_are_ignored() -> None:
