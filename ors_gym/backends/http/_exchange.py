@@ -1,9 +1,9 @@
 """One ORS request, sans-IO: sent, redirected, retried or resumed, its answer checked.
 
 ``Exchange.request`` is a JSON request and ``Exchange.stream`` an SSE tool
-call; both are generators of steps (see ``_steps``) that the sync and async
-drivers perform, with time from a clock the driver passes in. Here live the
-decisions both drivers share: what to retry (429/502/503/504 and dropped
+call; both are generators of steps (see ``_steps``) that ``AsyncHttpBackend``
+performs, with time from a clock it passes in. Here live the protocol's
+decisions, testable with no socket: what to retry (429/502/503/504 and dropped
 connections, never a 500, and not a refused connection: nothing listens, so
 waiting only delays the error), when a tool call may be sent again (only when
 it surely never ran, or by its ``task_id`` once acknowledged), where a

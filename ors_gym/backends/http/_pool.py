@@ -20,8 +20,6 @@ from ors_gym.backends.http._http11 import Http11Pool
 
 __all__ = ["PooledTransport", "httpx_error", "pooled_client"]
 
-#: Parsed URLs a transport keeps (a backend's few endpoints).
-_URL_CACHE = 512
 #: httpcore's exceptions and the httpx ones ``httpx.AsyncHTTPTransport`` raises for them,
 #: most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -107,7 +105,6 @@ class PooledTransport(httpx.AsyncBaseTransport):
             keepalive_expiry=httpx.Limits().keepalive_expiry,
             network=AsyncioBackend(),
         )
-        self._urls: dict[int, tuple[httpx.URL, httpcore.URL]] = {}
 
     @property
     def open_connections(self) -> int:
@@ -117,15 +114,9 @@ class PooledTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` on an idle connection to its origin, or a new one; the
         response's body is unread (``aiter_raw``/``aread``), ``aclose`` frees the connection."""
-        url = request.url
-        entry = self._urls.get(id(url))
-        if entry is not None and entry[0] is url:
-            core_url = entry[1]
-        else:
-            core_url = self._core_url(url)
         core = httpcore.Request(
             method=request.method,
-            url=core_url,
+            url=_core_url(request.url),
             headers=request.headers.raw,
             content=request.stream,
             extensions=request.extensions,
@@ -141,25 +132,21 @@ class PooledTransport(httpx.AsyncBaseTransport):
             extensions=response.extensions,
         )
 
-    def _core_url(self, url: httpx.URL) -> httpcore.URL:
-        """``url`` as httpcore's, kept while ``url`` is (a backend sends the same
-        ``httpx.URL`` objects again and again; the entry holds it, so its id stays its own)."""
-        if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
-            raise httpx.UnsupportedProtocol(
-                f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
-                "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
-            )
-        core_url = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                                target=url.raw_path)
-        if len(self._urls) >= _URL_CACHE:
-            self._urls.clear()
-        self._urls[id(url)] = (url, core_url)
-        return core_url
-
     async def aclose(self) -> None:
         """Close every idle connection; busy ones close when their responses are closed.
         The transport stays usable: later requests open new connections."""
         await self._pool.aclose()
+
+
+def _core_url(url: httpx.URL) -> httpcore.URL:
+    """``url`` as httpcore's (the backend keeps its parsed URLs; this is a cheap copy)."""
+    if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
+        raise httpx.UnsupportedProtocol(
+            f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
+            "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
+        )
+    return httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
+                        target=url.raw_path)
 
 
 def pooled_client(

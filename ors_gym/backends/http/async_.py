@@ -294,7 +294,7 @@ class AsyncHttpBackend:
         """Open a session (one episode) for a task; returns its id.
 
         Give either ``task_spec`` or ``split`` and ``index``; ``toolset`` names a
-        session toolset (see ``HttpBackend.create_session``).
+        session toolset (see ``AsyncBackend.create_session``).
         """
         sid = await self._run(self._ops.create_session(
             env_name, task_spec=task_spec, split=split, index=index, secrets=secrets,
@@ -328,7 +328,7 @@ class AsyncHttpBackend:
     async def score_group(
         self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
     ) -> list[GroupScore]:
-        """Score candidate transcripts, index-aligned (see ``HttpBackend.score_group``)."""
+        """Score candidate transcripts, index-aligned (see ``AsyncBackend.score_group``)."""
         return await self._run(self._ops.score_group(env_name, session_id, candidates))
 
     async def delete_session(self, session_id: str) -> None:

@@ -479,3 +479,26 @@ def _forever(head: bytes, filler: bytes) -> Iterator[bytes]:
     while True:
         yield filler
 
+
+
+_SSE_STREAMS = [
+    "event: task_id\ndata: abc\n\n",
+    "data: one\ndata: two\n\n: ping\n\nevent: end\ndata: {\"ok\": true}\n\n",
+    "event: chunk\r\ndata:no space\r\n\r\nevent: end\rdata: x\r\r",
+    "id: 7\nretry: 10\nfoo: bar\ndata: a: b\n\ndata\n\n",
+    "data: caf\u00e9 \u2713\n\nevent: end\ndata: last\n\n",
+]
+
+
+@pytest.mark.parametrize("text", _SSE_STREAMS)
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_sse_is_parsed_as_httpx_sse_parses_it(text: str, piece: int) -> None:
+    import httpx
+    from httpx_sse import EventSource
+
+    raw = text.encode()
+    parser = SSEParser()
+    ours = [e for start in range(0, len(raw), piece) for e in parser.feed(raw[start:start + piece])]
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=raw)
+    theirs = [(e.event, e.data) for e in EventSource(response).iter_sse()]
+    assert ours == theirs and ours
