@@ -440,19 +440,25 @@ def test_500_is_never_retried(faulty: tuple[FaultyApp, str]) -> None:
     assert app.hits["/echo/tools"] == 1
 
 
-def test_gateway_error_before_acknowledgement_is_not_resent(
-    faulty: tuple[FaultyApp, str],
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_a_gateway_answer_before_the_call_started_is_resent_and_the_tool_runs_once(
+    faulty: tuple[FaultyApp, str], status: int,
 ) -> None:
     app, url = faulty
     token = uuid.uuid4().hex
+    page = b"<html><head><title>Gateway</title></head><body>down</body></html>"
     with HttpBackend(url, max_retries=5, backoff=0.01) as b:
         sid = _echo_session(b)
-        app.add(Fault("/echo/call", 502, times=5))
-        with pytest.raises(OrsServerError) as err:
-            b.call("echo", sid, "slow_count", {"token": token})
-        assert err.value.status_code == 502
-        assert app.hits["/echo/call"] == 1
-        assert Echo.counts.get(token, 0) == 0
+        app.add(Fault("/echo/call", status, times=2, body=page, content_type="text/html"))
+        result = b.call("echo", sid, "slow_count", {"token": token})
+        assert result.ok and app.hits["/echo/call"] == 3
+        assert Echo.counts[token] == 1
+        app.add(Fault("/echo/call", status, times=10, body=page, content_type="text/html"))
+        with HttpBackend(url, max_retries=1, backoff=0.01) as spent, \
+                pytest.raises(OrsServerError if status != 429 else OrsRequestError) as err:
+            spent.call("echo", sid, "slow_count", {"token": token})
+        assert err.value.status_code == status and "gave up after 2 tries" in str(err.value)
+        assert Echo.counts[token] == 1  # the budget ran out; the tool never ran again
 
 
 def test_messages_falls_back_to_prompt_once(faulty: tuple[FaultyApp, str]) -> None:
