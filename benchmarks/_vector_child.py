@@ -28,6 +28,7 @@ SYNC = "SyncVectorEnv"
 ASYNC = "AsyncVectorEnv"
 FLOOR = "httpx floor"
 FLOOR_PIPE = "httpx floor pipelined"
+HTTPX = "OrsVectorEnv over httpx transport"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 LENGTH = 10_000_000  # calls per episode: no episode ends during a run
 LATENCY = "ors_gym.envs.latency:Latency"
@@ -46,7 +47,9 @@ def _make(case: str, n: int, url: str) -> Any:
     where: dict[str, Any] = (
         {"env_class": LATENCY} if url == IN_PROCESS else {"base_url": url, "env_name": "latency"}
     )
-    if case == ORS:
+    if case == HTTPX:
+        _pool_is_httpx_own()
+    if case in (ORS, HTTPX):
         return OrsVectorEnv(n, max_steps=LENGTH, **where)
     if case == PIPE:
         return OrsVectorEnv(n, max_steps=LENGTH, autoreset_mode=AutoresetMode.NEXT_STEP, **where)
@@ -55,6 +58,22 @@ def _make(case: str, n: int, url: str) -> Any:
     if case == SYNC:
         return SyncVectorEnv(fns)
     return AsyncVectorEnv(fns, shared_memory=False)
+
+
+def _pool_is_httpx_own() -> None:
+    """Make the vector env's shared pool httpx's own ``AsyncHTTPTransport`` (same limits),
+    to weigh ors_gym's pool against it in one run."""
+    import httpx
+
+    import ors_gym.backends.http as http
+
+    def pooled(max_connections: int | None = None,
+               max_keepalive_connections: int | None = None) -> httpx.AsyncBaseTransport:
+        limits = httpx.Limits(max_connections=max_connections,
+                              max_keepalive_connections=max_keepalive_connections)
+        return httpx.AsyncHTTPTransport(limits=limits)
+
+    http.pooled_client = pooled  # type: ignore[assignment]
 
 
 def _lockstep(env: Any, n: int, seconds: float) -> int:
@@ -119,7 +138,7 @@ class _Floor:
         from ors_gym.backends.http import AsyncHttpBackend, pooled_client
 
         self.client = pooled_client(None, self.n + 4)
-        self.backend = AsyncHttpBackend(url, client=self.client, keepalive_interval=None)
+        self.backend = AsyncHttpBackend(url, transport=self.client, keepalive_interval=None)
         spec = {"delay_ms": delay_ms, "length": LENGTH}
         self.sids: list[str] = list(await asyncio.gather(*(
             self.backend.create_session("latency", task_spec=spec) for _ in range(self.n)
@@ -138,7 +157,7 @@ class _Floor:
 
     async def _recorded(self, sid: str) -> tuple[str, str, dict[str, str], bytes, dict[str, Any]]:
         """The request ``AsyncHttpBackend.call`` sends for ``wait()``, seen at its transport."""
-        transport = self.client.transport
+        transport = self.client
         seen: list[Any] = []
         handle = transport.handle_async_request
 

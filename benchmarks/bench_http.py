@@ -10,14 +10,18 @@ session, one call after another:
   HTTP client must spend.
 - ``OrsEnv.step (HTTP)``: a whole Gym step (action parsing, the call,
   observation building) over ``AsyncHttpBackend``, on its runtime.
+- ``OrsEnv.step (httpx transport)``: the same step over an ``HttpBackend``
+  that sends through httpx's own ``httpx.AsyncHTTPTransport`` instead of
+  ``ors_gym``'s pool, to weigh the two in one run;
 - ``openreward SDK call_tool``: the reference SDK's own session client
   (``AsyncOpenReward(...).environments.get("echo").session(...).call_tool``,
   aiohttp), driven by one event loop.
 
-Each step is timed on its own; cases run in batches of about ``batch_ms``,
-interleaved round by round in rotating order. Reported: median and p99 per
-step over all rounds, and the ratio to the floor (the median over rounds of
-the per-round median ratios). Targets: ``OrsEnv.step`` <= 1.15x the
+Each step is timed on its own, and the client process's CPU time per step is
+counted (``CPU us``: the server runs in its own process); cases run in
+batches of about ``batch_ms``, interleaved round by round in rotating order.
+Reported: median and p99 per step over all rounds, and the ratio to the
+floor (the median over rounds of the per-round median ratios). Targets: ``OrsEnv.step`` <= 1.15x the
 floor and faster than the SDK client.
 
 Run: ``python -m benchmarks.bench_http`` (``--quick`` for fewer rounds,
@@ -61,6 +65,7 @@ TOOL = "echo"
 ARGS: dict[str, Any] = {"text": "hello"}
 FLOOR = "httpx + httpx-sse (floor)"
 ORS = "OrsEnv.step (HTTP)"
+ORS_HTTPX = "OrsEnv.step (httpx transport)"
 SDK = "openreward SDK call_tool"
 TARGET_VS_FLOOR = 1.15
 
@@ -96,13 +101,23 @@ def _timed_steps(one: Callable[[], Any]) -> Steps:
 
 @contextmanager
 def orsenv_case(url: str | None = None, env: str = ENV, tool: str = TOOL,
-                args: dict[str, Any] | None = None, env_class: str | None = None
-                ) -> Iterator[Steps]:
-    """A whole Gym step: ``OrsEnv(url, env)`` over HTTP, or ``OrsEnv(env_class=...)``."""
+                args: dict[str, Any] | None = None, env_class: str | None = None,
+                httpx_transport: bool = False) -> Iterator[Steps]:
+    """A whole Gym step: ``OrsEnv(url, env)`` over HTTP (through httpx's own transport
+    with ``httpx_transport``), or ``OrsEnv(env_class=...)``."""
     from ors_gym.env import OrsEnv
 
-    gym_env = (OrsEnv(env_class=env_class, split="train") if env_class
-               else OrsEnv(url, env, split="train"))
+    if httpx_transport:
+        import httpx
+
+        from ors_gym.backends.http import HttpBackend
+
+        backend: Any = HttpBackend(url, transport=httpx.AsyncHTTPTransport())
+        gym_env = OrsEnv(env_name=env, backend=backend, split="train")
+    else:
+        backend = None
+        gym_env = (OrsEnv(env_class=env_class, split="train") if env_class
+                   else OrsEnv(url, env, split="train"))
     gym_env.reset(seed=0)
     action = {"tool_calls": [{"name": tool, "arguments": ARGS if args is None else args}]}
 
@@ -120,6 +135,8 @@ def orsenv_case(url: str | None = None, env: str = ENV, tool: str = TOOL,
         yield steps
     finally:
         gym_env.close()
+        if backend is not None:
+            backend.close()
 
 
 @contextmanager
@@ -164,10 +181,13 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
         cases: dict[str, Steps] = {
             FLOOR: stack.enter_context(floor_case(url)),
             ORS: stack.enter_context(orsenv_case(url)),
+            ORS_HTTPX: stack.enter_context(orsenv_case(url, httpx_transport=True)),
         }
         if include_sdk:
             cases[SDK] = stack.enter_context(sdk_case(url))
-        times = interleave(cases, rounds, batch_ms / 1000)
+        cpu = {name: [0.0, 0] for name in cases}
+        times = interleave({name: _cpu_counted(steps, cpu[name]) for name, steps in
+                            cases.items()}, rounds, batch_ms / 1000)
     base = flat(times[FLOOR])
     base_med, base_p99 = statistics.median(base), percentile(base, 99)
     rows = []
@@ -179,8 +199,22 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
             "us/step", FLOOR,
             p99_us=round(p99 * 1e6, 1), floor_p99_us=round(base_p99 * 1e6, 1),
             p99_ratio=round(p99 / base_p99, 3), steps=len(steps), rounds=rounds,
+            cpu_us=round(1e6 * cpu[name][0] / cpu[name][1], 1),
         ))
     return rows
+
+
+def _cpu_counted(steps: Steps, total: list[Any]) -> Steps:
+    """``steps``, adding the client process's CPU time and the step count to ``total``
+    (the server runs in its own process, so this is the client's CPU alone)."""
+    def counted(n: int) -> list[float]:
+        started = time.process_time()
+        out = steps(n)
+        total[0] += time.process_time() - started
+        total[1] += len(out)
+        return out
+
+    return counted
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:
@@ -200,10 +234,11 @@ def verdicts(rows: list[dict[str, Any]]) -> list[str]:
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """Median and p99 per step, ratios to the floor, then the targets."""
-    lines = [f"{'case':<28} {'median us':>10} {'p99 us':>10} {'x floor':>8} {'p99 x floor':>12}"]
+    lines = [f"{'case':<30} {'median us':>10} {'p99 us':>10} {'x floor':>8} "
+             f"{'p99 x floor':>12} {'CPU us':>8}"]
     for r in rows:
-        lines.append(f"{r['case']:<28} {r['ors_gym']:>10.1f} {r['p99_us']:>10.1f} "
-                     f"{r['ratio']:>8.3f} {r['p99_ratio']:>12.3f}")
+        lines.append(f"{r['case']:<30} {r['ors_gym']:>10.1f} {r['p99_us']:>10.1f} "
+                     f"{r['ratio']:>8.3f} {r['p99_ratio']:>12.3f} {r.get('cpu_us', 0):>8.1f}")
     return "\n".join(lines + verdicts(rows))
 
 

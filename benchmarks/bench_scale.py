@@ -222,8 +222,8 @@ def _async_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> d
 
     async def main() -> dict[str, Any]:
         before = rss_kb()
-        client = pooled_client(None, n + 4, shards=-(-n // 2))
-        backends = [AsyncHttpBackend(u, client=client, keepalive_interval=None) for u in urls]
+        client = pooled_client(None, n + 4)
+        backends = [AsyncHttpBackend(u, transport=client, keepalive_interval=None) for u in urls]
         envs = [AsyncOrsEnv(backend=backends[i % len(urls)], env_name="latency")
                 for i in range(n)]
         latencies: list[float] = []

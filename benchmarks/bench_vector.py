@@ -26,6 +26,9 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
 - ``httpx floor pipelined``: the same, but N asyncio tasks each send again as
   soon as their answer is in, as the pipelined case does (fewer answers per
   event-loop pass, which can cost more CPU per request on both sides);
+- ``OrsVectorEnv over httpx transport``: the lockstep case with the vector
+  env's shared pool replaced by httpx's own ``httpx.AsyncHTTPTransport`` (same
+  limits), to weigh ``ors_gym``'s pool against httpx's in the same run;
 - ``OrsVectorEnv@REF`` (with ``--baseline REF``, a git ref such as ``main``):
   the lockstep case with ``ors_gym`` imported from REF's files (``git archive``
   into a temporary folder, removed after), against the same server.
@@ -89,20 +92,29 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` importable fro
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import served_process
-from benchmarks._vector_child import ASYNC, FLOOR, FLOOR_PIPE, IN_PROCESS, ORS, PIPE, SYNC
+from benchmarks._vector_child import (
+    ASYNC,
+    FLOOR,
+    FLOOR_PIPE,
+    HTTPX,
+    IN_PROCESS,
+    ORS,
+    PIPE,
+    SYNC,
+)
 from benchmarks._vector_child import main as child_main
 from benchmarks._vector_procs import ROOT, Case, ref_tree, short_ref
 
 __all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "IN_PROCESS", "ORS", "PIPE", "SYNC",
            "baseline_case", "format_table", "plot", "run"]
 
-CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR, FLOOR_PIPE)
+CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR, FLOOR_PIPE, HTTPX)
 #: The floors, each the one matching a way of stepping.
 FLOORS = (FLOOR, FLOOR_PIPE)
 DEFAULT_NS = (1, 8, 32, 128)
 RESULTS = Path(__file__).resolve().parent / "results"
 #: This tree's OrsVectorEnv cases: the rows compared with the baseline and the floor.
-_OURS = (ORS, PIPE)
+_OURS = (ORS, PIPE, HTTPX)
 #: The client CPU per env-step aimed for, and the slack over httpx's floor above it.
 CPU_TARGET_MS = 0.8
 FLOOR_SLACK = 1.1

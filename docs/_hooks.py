@@ -5,7 +5,8 @@ A page asks for a part with a marker on a line of its own; the hook replaces it:
 - ``<!-- gen:api -->``: one mkdocstrings entry per name in ``ors_gym.__all__``;
 - ``<!-- gen:modules -->``: the same for the public names of ``SUBMODULES``;
 - ``<!-- gen:options -->``: every field of ``ors_gym.EnvSettings``, with its type,
-  default and the docstring's words about it;
+  default and the docstring's words about it, then every ``HttpOptions`` field
+  with its type, default and its own words (``metadata["doc"]``);
 - ``<!-- gen:errors -->``: the error classes of ``ors_gym.errors`` as a tree;
 - ``<!-- gen:cli -->``: the ``--help`` of ``ors-gym`` and of each subcommand;
 - ``<!-- gen:bench -->``: the summary table of the last ``python -m benchmarks`` run.
@@ -128,12 +129,16 @@ def _docstring_items(doc: str) -> list[str]:
 
 
 def options_markdown() -> str:
-    """One section per ``EnvSettings`` field: type, default, and what it does."""
+    """One section per env option: the ``EnvSettings`` fields (but ``http``), then the
+    ``HttpOptions`` fields, each option once."""
     from ors_gym import EnvSettings
+    from ors_gym.backends.http import HttpOptions
 
     items = _docstring_items(EnvSettings.__doc__ or "")
     out = []
     for name, type_, default in _settings_fields():
+        if name == "http":
+            continue
         about = next((i for i in items if f"``{name}``" in i), None)
         if about is None:
             log.warning("EnvSettings.%s is not described in EnvSettings' docstring", name)
@@ -144,6 +149,16 @@ def options_markdown() -> str:
             f"Type `{type_}`, default `{default}`.\n\n"
             f"From the docstring: {about}\n"
         )
+    out.append("## HTTP options\n\nThe fields of `ors_gym.backends.http.HttpOptions`: env "
+               "options by their own names, and keyword arguments of `HttpBackend` and "
+               "`AsyncHttpBackend` (or one `options=HttpOptions(...)`).\n")
+    for f in dataclasses.fields(HttpOptions):
+        default = (repr(f.default) if f.default is not dataclasses.MISSING
+                   else repr(f.default_factory()))  # type: ignore[misc]
+        about = f.metadata.get("doc")
+        if not about:
+            log.warning("HttpOptions.%s has no metadata['doc']", f.name)
+        out.append(f"### `{f.name}`\n\nType `{f.type}`, default `{default}`.\n\n{about}\n")
     return "\n".join(out)
 
 

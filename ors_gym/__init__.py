@@ -15,7 +15,6 @@ environment variable.
 from __future__ import annotations
 
 import importlib
-import warnings
 from typing import TYPE_CHECKING, Any
 
 from ors_gym.actions import ToolCall
@@ -70,49 +69,13 @@ _LAZY: dict[str, str] = {
     "evaluate": "ors_gym.eval",
 }
 
-#: Names the top level exported before it kept only what a user needs: still importable
-#: from ``ors_gym`` for one release, with a ``DeprecationWarning`` naming their home.
-_MOVED: dict[str, str] = {
-    "AsyncBackend": "ors_gym.backends.base",
-    "Backend": "ors_gym.backends.base",
-    "Catalog": "ors_gym.catalog",
-    "Elapsed": "ors_gym.turn",
-    "OrsActionError": "ors_gym.errors",
-    "OrsAuthError": "ors_gym.errors",
-    "OrsConnectionError": "ors_gym.errors",
-    "OrsDependencyError": "ors_gym.errors",
-    "OrsHTTPError": "ors_gym.errors",
-    "OrsProtocolError": "ors_gym.errors",
-    "OrsRequestError": "ors_gym.errors",
-    "OrsServerError": "ors_gym.errors",
-    "OrsSessionExpired": "ors_gym.errors",
-    "OrsTimeoutError": "ors_gym.errors",
-    "OrsToolError": "ors_gym.errors",
-    "ParsedAction": "ors_gym.actions",
-    "as_action": "ors_gym.formats",
-    "decode_blocks": "ors_gym.observations",
-    "make_backend": "ors_gym.env",
-    "make_env_fns": "ors_gym.vector",
-    "parse_action": "ors_gym.actions",
-    "tools_as": "ors_gym.formats",
-}
-
 
 def __getattr__(name: str) -> Any:
-    """Load an app's public name on first use; resolve a moved name with a warning (PEP 562)."""
+    """Load an app's public name on first use (PEP 562)."""
     if name in _LAZY:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
-    if name in _MOVED:
-        home = _MOVED[name]
-        warnings.warn(
-            f"ors_gym.{name} is no longer a top-level name; import it from {home} "
-            f"(from {home} import {name}); the top-level alias goes away in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(home), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

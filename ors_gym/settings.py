@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ors_gym.backends.http._options import HttpOptions, check_names, option_names
 from ors_gym.observations import DEFAULT_MAX_PIXELS
 from ors_gym.secret import Secret, reveal
 
@@ -37,14 +38,10 @@ class EnvSettings:
       ``max_image_pixels``: refuse larger images (a note in the text instead);
     - ``max_calls_per_step``: tool calls run per step at most;
     - ``api_key``, ``secrets``: credentials sent to the server (never logged or shown);
-    - ``timeout``: the HTTP backend's request timeout in seconds; ``setup_timeout``:
-      how long creating a session and getting its prompt may take (the environment's
-      constructor, ``setup()`` and prompt run meanwhile; HTTP default 1800 s);
-      ``max_retries``: how many times the HTTP backend resends a request that failed
-      for a reason worth retrying (a dropped connection, 429/502/503/504), waiting
-      0.5 s doubled each time; the first retry is logged at WARNING (HTTP default 5);
-      ``backend_options``: further keyword arguments for the backend built from
-      ``base_url``, ``deployment`` or ``env_class``;
+    - ``http``: the HTTP backend's options (``HttpOptions``: ``timeout``,
+      ``call_timeout``, ``max_retries``, ``setup_timeout``, ``keepalive_interval``...),
+      each also an env option by its own name (``OrsEnv(call_timeout=60)``); an HTTP
+      option set for an in-process env is ignored;
     - ``deployment`` (``"Namespace/name"``) and ``variant``: a hosted OpenReward
       environment, reached as the SDK reaches it (the session host and
       ``OPENREWARD_API_KEY`` from the environment unless ``base_url``/``api_key`` are
@@ -63,13 +60,10 @@ class EnvSettings:
     max_calls_per_step: int = 16
     api_key: Secret | None = field(default=None, repr=False)
     secrets: Mapping[str, Secret] | None = field(default=None, repr=False)
-    timeout: float | None = None
-    setup_timeout: float | None = None
-    max_retries: int | None = None
+    http: HttpOptions = field(default_factory=HttpOptions)
     deployment: str | None = None
     variant: str | None = None
     toolset: str | None = None
-    backend_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.no_tool_call not in ("nudge", "terminate", "truncate", "error"):
@@ -102,7 +96,8 @@ class EnvSettings:
                 str(k): v if isinstance(v, Secret) else Secret(str(v))
                 for k, v in self.secrets.items()
             })
-        object.__setattr__(self, "backend_options", dict(self.backend_options or {}))
+        if not isinstance(self.http, HttpOptions):
+            raise TypeError(f"http must be an HttpOptions, got {type(self.http).__name__}")
         for name in ("deployment", "variant", "toolset"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -112,10 +107,6 @@ class EnvSettings:
                 f"variant={self.variant!r} needs deployment='Namespace/name'; for a plain "
                 "server name the environment with env_name"
             )
-        if self.setup_timeout is not None and not self.setup_timeout > 0:
-            raise ValueError(
-                f"setup_timeout must be a positive number of seconds, got {self.setup_timeout!r}"
-            )
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], **defaults: Any) -> EnvSettings:
@@ -124,40 +115,45 @@ class EnvSettings:
         ``defaults`` are used where ``options`` says nothing (``OrsVectorEnv``
         truncates on errors by default). ``max_episode_steps`` (what
         ``gym.make`` passes for a spec's step limit) is ``max_steps`` where that
-        is not given.
+        is not given. The HTTP options are given by name (``call_timeout=60``),
+        or together as ``backend_options={...}`` (a dict or an ``HttpOptions``).
         """
-        given = dict(options)
+        given = {**defaults, **options}
         alias = given.pop("max_episode_steps", None)
         if given.get("max_steps") is None and alias is not None:
             given["max_steps"] = alias
-        known = {f.name for f in fields(cls)}
+        http = {name: given.pop(name) for name in list(given) if name in option_names()}
+        grouped = given.pop("backend_options", None) or {}
+        base = grouped if isinstance(grouped, HttpOptions) else None
+        if base is None:
+            if not isinstance(grouped, Mapping):
+                raise TypeError("backend_options must be a dict of HTTP options or an "
+                                f"HttpOptions, got {type(grouped).__name__}")
+            check_names(grouped, "backend_options entry")
+            both = sorted(set(grouped) & set(http))
+            if both:
+                raise TypeError(f"{', '.join(both)} given both by name and in backend_options; "
+                                "give each option once")
+            http = {**grouped, **http}
+        known = {f.name for f in fields(cls)} - {"http"}
         unknown = sorted(set(given) - known)
         if unknown:
+            names = known | option_names() | {"max_episode_steps", "backend_options"}
             hints = []
             for name in unknown:
-                close = difflib.get_close_matches(name, known, n=1)
+                close = difflib.get_close_matches(name, names, n=1)
                 hints.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise TypeError(
                 f"unknown env option(s) {', '.join(hints)}; the options are: "
-                f"{', '.join(sorted(known | {'max_episode_steps'}))}"
+                f"{', '.join(sorted(names))}"
             )
-        return cls(**{**defaults, **given})
+        return cls(http=HttpOptions.of(base, **http), **given)
 
     def plain_secrets(self) -> dict[str, str] | None:
         """The secrets as plain strings, for the backend (never for display)."""
         if not self.secrets:
             return None
         return {k: str(reveal(v)) for k, v in self.secrets.items()}
-
-    def backend_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for an HTTP backend: ``backend_options`` plus ``timeout``,
-        ``setup_timeout``, ``max_retries``, ``deployment`` and ``variant`` where given."""
-        kwargs = dict(self.backend_options)
-        for name in ("timeout", "setup_timeout", "max_retries", "deployment", "variant"):
-            value = getattr(self, name)
-            if value is not None:
-                kwargs[name] = value
-        return kwargs
 
     @property
     def remote(self) -> bool:

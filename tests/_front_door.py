@@ -11,7 +11,12 @@ enforces:
 - session ids are the door's: ``POST /create_session`` issues them (SSE,
   ``task_id`` then ``end``); any other request needs one it issued (404 else),
   except ``/health``; ``/delete_session`` forgets it;
-- every ``rate_limit_every``-th request is answered 429 with ``Retry-After``.
+- every ``rate_limit_every``-th request is answered 429 with ``Retry-After``;
+- as a CDN may: with ``require_user_agent`` a request without ``User-Agent`` is
+  refused 403 with an HTML page; the next ``bad_gateway`` tool calls are
+  answered nginx's HTML ``502 Bad Gateway`` (the call never reaches a server);
+  the next ``cut_after_task_id`` tool-call streams are cut right after their
+  ``task_id`` event (the tool runs on; a resume finds it by that id).
 
 Every request is recorded (method, path, lower-cased headers, status) in
 ``seen``, so tests compare what clients send. Redirects from upstream (the
@@ -57,11 +62,15 @@ class FrontDoor:
         *,
         rate_limit_every: int | None = None,
         retry_after: int = 1,
+        require_user_agent: bool = False,
     ) -> None:
         self.deployments = dict(deployments)
         self.api_key = api_key
         self.rate_limit_every = rate_limit_every
         self.retry_after = retry_after
+        self.require_user_agent = require_user_agent
+        self.bad_gateway = 0
+        self.cut_after_task_id = 0
         self.issued: dict[str, str] = {}  # session id -> deployment
         self.seen: list[Seen] = []
         self.count = 0
@@ -113,6 +122,8 @@ class FrontDoor:
         self, scope: dict[str, Any], method: str, path: str, headers: dict[str, str],
         body: bytes, send: Any,
     ) -> int:
+        if self.require_user_agent and not headers.get("user-agent"):
+            return await _html(send, 403, "403 Forbidden")
         if headers.get("x-api-key") != self.api_key:
             return await _json(send, 401, "Missing or invalid API key")
         with self._lock:
@@ -153,11 +164,22 @@ class FrontDoor:
         if path == "/delete_session":
             with self._lock:
                 self.issued.pop(sid or "", None)
-        return await self._forward(scope, self.deployments[deployment], headers, body, send)
+        cut = bad = False
+        if path.endswith("/call"):
+            with self._lock:
+                bad = self.bad_gateway > 0
+                self.bad_gateway -= bad
+                cut = (not bad and self.cut_after_task_id > 0
+                       and json.loads(body).get("task_id") is None)
+                self.cut_after_task_id -= cut
+        if bad:
+            return await _html(send, 502, "502 Bad Gateway")
+        return await self._forward(scope, self.deployments[deployment], headers, body, send,
+                                   cut_after_task_id=cut)
 
     async def _forward(
         self, scope: dict[str, Any], upstream: str, headers: dict[str, str], body: bytes,
-        send: Any,
+        send: Any, cut_after_task_id: bool = False,
     ) -> int:
         assert self._client is not None
         url = upstream + scope["path"]
@@ -171,12 +193,30 @@ class FrontDoor:
                    for k, v in response.headers.multi_items() if k.lower() not in _HOP]
             await send({"type": "http.response.start", "status": response.status_code,
                         "headers": out})
+            seen = b""
             async for raw in response.aiter_raw():
                 await send({"type": "http.response.body", "body": raw, "more_body": True})
+                seen += raw
+                if cut_after_task_id and b"event: task_id" in seen and seen.endswith(b"\r\n\r\n"):
+                    raise _Cut("the door cut the stream after its task_id event")
             await send({"type": "http.response.body", "body": b""})
         finally:
             await response.aclose()
         return response.status_code
+
+
+class _Cut(ConnectionError):
+    """Raised mid-answer: the server closes the connection, as a dropped proxy would."""
+
+
+async def _html(send: Any, status: int, title: str) -> int:
+    page = (f"<html>\r\n<head><title>{title}</title></head>\r\n<body>\r\n"
+            f"<center><h1>{title}</h1></center>\r\n<hr><center>nginx</center>\r\n"
+            "</body>\r\n</html>\r\n")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"text/html")]})
+    await send({"type": "http.response.body", "body": page.encode()})
+    return status
 
 
 async def _read_body(receive: Any) -> bytes:

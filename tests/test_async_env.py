@@ -190,7 +190,7 @@ def test_256_concurrent_http_episodes(srv: ServerThread) -> None:
 
     async def main() -> list[float]:
         client = pooled_client(None, 260)
-        backend = AsyncHttpBackend(srv.url, client=client)
+        backend = AsyncHttpBackend(srv.url, transport=client)
         try:
             envs = [AsyncOrsEnv(env_name="math", backend=backend) for _ in range(256)]
             rewards = await asyncio.gather(*(_episode(e, i % 50) for i, e in enumerate(envs)))

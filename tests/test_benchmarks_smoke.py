@@ -33,9 +33,11 @@ def _check_rows(rows: list[dict[str, Any]], benchmark: str) -> None:
 def test_http_rows_have_every_case_with_median_and_p99() -> None:
     rows = bench_http.run(rounds=1, batch_ms=1.0)
     _check_rows(rows, "http")
-    assert [r["case"] for r in rows] == [bench_http.FLOOR, bench_http.ORS, bench_http.SDK]
+    assert [r["case"] for r in rows] == [bench_http.FLOOR, bench_http.ORS, bench_http.ORS_HTTPX,
+                                         bench_http.SDK]
     for r in rows:
         assert r["p99_us"] >= r["ors_gym"], "p99 below the median"
+        assert r["cpu_us"] > 0, "the client's CPU per step was not counted"
         assert r["steps"] >= 3
     assert rows[0]["ratio"] == 1.0  # the floor against itself
     assert len(bench_http.verdicts(rows)) == 2

@@ -168,6 +168,26 @@ def test_site_builds_strict(site_build: _SiteBuild | None) -> None:
         assert (tmp_path / "site" / page / "index.html").exists()
 
 
+def test_the_options_page_lists_each_option_once() -> None:
+    import dataclasses
+    import sys
+
+    from ors_gym import EnvSettings
+    from ors_gym.backends.http import HttpOptions
+
+    sys.path.insert(0, str(ROOT / "docs"))
+    try:
+        from _hooks import options_markdown
+    finally:
+        sys.path.remove(str(ROOT / "docs"))
+    page = options_markdown()
+    headings = re.findall(r"^### `(\w+)`$", page, re.MULTILINE)
+    expected = [f.name for f in dataclasses.fields(EnvSettings) if f.name != "http"]
+    expected += [f.name for f in dataclasses.fields(HttpOptions)]
+    assert headings == expected  # each option once, none missing
+    assert "None" not in re.findall(r"`\w+`\n\nType [^\n]+\n\n(\w+)", page)
+
+
 def _table_fields(section: str) -> set[str]:
     """The backquoted names in the first column of a Markdown table."""
     names: set[str] = set()

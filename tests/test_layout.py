@@ -125,6 +125,16 @@ def test_the_record_format_and_the_viewer_import_no_wrapper() -> None:
         assert wrappers == [], f"{name} imports {wrappers}"
 
 
+def test_the_backends_and_the_envs_import_no_app() -> None:
+    graph = _graph()
+    apps = ("ors_gym.serving", "ors_gym.cli", "ors_gym.eval", "ors_gym.train")
+    core = [n for n in graph if n.startswith(("ors_gym.backends", "ors_gym.envs"))]
+    core += ["ors_gym.env", "ors_gym.async_env", "ors_gym.settings", "ors_gym.registration"]
+    for name in core:
+        used = sorted(e for e in graph[name] if e.startswith(apps))
+        assert used == [], f"{name} imports {used}"
+
+
 # -- docs that match the code -------------------------------------------------------------
 
 #: What goes stale or points nowhere for a reader of the code elsewhere.

@@ -1,4 +1,4 @@
-"""The top level: the names a user needs, lazy apps, deprecated aliases, a light import."""
+"""The top level: the names a user needs, lazy apps, no aliases, a light import."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ors_gym
-from ors_gym import _MOVED
 from ors_gym.turn import Elapsed
 
 
@@ -40,14 +39,20 @@ def test_apps_load_on_first_use_and_are_the_apps_own_functions() -> None:
     assert ors_gym.aevaluate is ors_gym.eval.aevaluate
 
 
-@pytest.mark.parametrize("name", sorted(_MOVED))
-def test_a_moved_name_still_resolves_with_a_warning_naming_its_home(name: str) -> None:
-    import importlib
+@pytest.mark.parametrize("name", ["Backend", "Catalog", "OrsToolError", "make_backend",
+                                  "parse_action", "tools_as"])
+def test_a_name_that_lives_elsewhere_is_not_a_top_level_attribute(name: str) -> None:
+    with pytest.raises(AttributeError, match=name):
+        getattr(ors_gym, name)
 
-    home = _MOVED[name]
-    with pytest.warns(DeprecationWarning, match=f"import it from {home}"):
-        value = getattr(ors_gym, name)
-    assert value is getattr(importlib.import_module(home), name)
+
+def test_the_package_raises_no_deprecation_warning_anywhere() -> None:
+    from pathlib import Path
+
+    root = Path(ors_gym.__file__).parent
+    offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
+                 if "DeprecationWarning" in p.read_text(encoding="utf-8")]
+    assert offenders == []
 
 
 def test_an_unknown_top_level_name_is_an_attribute_error() -> None:

@@ -319,7 +319,7 @@ def test_starting_server_is_ridden_out_by_reset(monkeypatch: pytest.MonkeyPatch)
 def test_tool_slower_than_call_timeout(srv: ServerThread, on_error: str) -> None:
     GATE.clear()
     env = OrsEnv(base_url=srv.url, env_name="probe", on_error=on_error,  # type: ignore[arg-type]
-                 backend_options={"call_timeout": 0.5})
+                 call_timeout=0.5)
     try:
         env.reset(seed=0)
         sid = env.session_id
@@ -329,6 +329,9 @@ def test_tool_slower_than_call_timeout(srv: ServerThread, on_error: str) -> None
                 env.step(_call("wait_gate"))
             assert (err.value.tool, err.value.session_id) == ("wait_gate", sid)
             assert "still be running" in str(err.value)
+            # Named as the env's user sets it, never as a backend class they did not build.
+            assert "OrsEnv(call_timeout=...)" in str(err.value)
+            assert "HttpBackend" not in str(err.value)
         else:
             _, _, terminated, truncated, info = env.step(_call("wait_gate"))
             assert (terminated, truncated) == (False, True)

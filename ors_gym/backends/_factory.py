@@ -46,17 +46,20 @@ def make_async_backend(
     *,
     base_url: str | None = None,
     env_class: Any = None,
-    client: httpx.AsyncClient | None = None,
+    client: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncBackend:
-    """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, over
-    ``client`` when given), else ``env_class`` (in-process)."""
+    """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, with
+    ``settings.http``, sending through ``client``, a shared ``pooled_client()``, when
+    given), else ``env_class`` (in-process)."""
     if _uses_http(settings, base_url):
         from ors_gym.backends.http import AsyncHttpBackend
 
-        kwargs = settings.backend_kwargs()
-        if client is not None:
-            kwargs["client"] = client
-        return AsyncHttpBackend(base_url, api_key=reveal(settings.api_key), **kwargs)
+        # Errors name the options as an env's user sets them: gym.make(..., timeout=...).
+        return AsyncHttpBackend(
+            base_url, deployment=settings.deployment, variant=settings.variant,
+            api_key=reveal(settings.api_key), options=settings.http, transport=client,
+            _set_as="env",
+        )
     if env_class is not None:
         from ors_gym.backends.local import AsyncLocalBackend
 
@@ -72,18 +75,19 @@ def make_backend(
     **options: Any,
 ) -> Backend:
     """The blocking face (``HttpBackend`` or ``LocalBackend``) of ``make_async_backend``'s
-    choice. ``options`` are ``EnvSettings`` options (``api_key``, ``timeout``,
-    ``backend_options``...), or pass ``settings``."""
+    choice. ``options`` are the env options (``api_key``, ``timeout``, ...), or pass
+    ``settings``."""
     settings = settings or EnvSettings.from_options(options)
+    core = make_async_backend(settings, base_url=base_url, env_class=env_class)
     if _uses_http(settings, base_url):
-        from ors_gym.backends.http import HttpBackend
+        from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 
-        return HttpBackend(base_url, api_key=reveal(settings.api_key), **settings.backend_kwargs())
-    if env_class is not None:
-        from ors_gym.backends.local import LocalBackend
+        assert isinstance(core, AsyncHttpBackend)
+        return HttpBackend.over(core)
+    from ors_gym.backends.local import AsyncLocalBackend, LocalBackend
 
-        return LocalBackend(env_class)
-    raise ValueError(NO_ENVIRONMENT)
+    assert isinstance(core, AsyncLocalBackend)
+    return LocalBackend.over(core)
 
 
 def async_face_of(backend: Any) -> tuple[AsyncBackend, Runtime]:

@@ -1,10 +1,11 @@
-"""The one small interface every backend implements, blocking and async.
+"""The one small interface every backend implements, documented once, on ``AsyncBackend``.
 
 A backend moves ORS messages; it knows nothing about Gym spaces. The envs talk
 only to these protocols, so the HTTP and in-process backends are
 interchangeable and one test suite runs against both. ``AsyncBackend`` is the
 core (``AsyncOrsEnv`` and ``OrsVectorEnv`` await it); ``Backend`` is the same
-interface blocking, for ``OrsEnv`` and for scripts.
+interface blocking, for ``OrsEnv`` and for scripts (``backends._face`` writes
+it once over any ``AsyncBackend``).
 
 Session methods take the environment name and the session id; a backend may
 keep per-session state (the keepalive set, an in-process instance) keyed by id.
@@ -21,103 +22,9 @@ __all__ = ["AsyncBackend", "Backend"]
 
 
 @runtime_checkable
-class Backend(Protocol):
-    """Discovery, session lifecycle and tool calls against ORS environments."""
-
-    #: Where the environments live, for messages: a URL, or ``"in-process"``.
-    location: str
-
-    # -- discovery (no session) ------------------------------------------------
-    def list_environments(self) -> list[str]:
-        """Environment names, lower-cased; the first is the default."""
-        ...
-
-    def tools(self, env_name: str) -> ListToolsOutput:
-        """The environment's shared tools and its terminal tool."""
-        ...
-
-    def splits(self, env_name: str) -> list[Split]:
-        """The task splits, in the server's order."""
-        ...
-
-    def tasks(self, env_name: str, split: str) -> list[dict[str, Any]]:
-        """Every task of ``split``; raises OrsRequestError for index-only environments."""
-        ...
-
-    def num_tasks(self, env_name: str, split: str) -> int:
-        """How many tasks ``split`` has."""
-        ...
-
-    def task(self, env_name: str, split: str, index: int) -> dict[str, Any]:
-        """Task ``index`` of ``split`` (negative counts from the end)."""
-        ...
-
-    def task_range(
-        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
-    ) -> list[dict[str, Any]]:
-        """Tasks ``start:stop`` of ``split``, with Python slice rules."""
-        ...
-
-    # -- sessions ---------------------------------------------------------------
-    def create_session(
-        self,
-        env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
-    ) -> str:
-        """Open a session (one episode) for a task; returns its id.
-
-        Give either ``task_spec`` or ``split`` and ``index``. ``toolset`` names a
-        session toolset (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
-        the session's and its terminal tool, if any, replaces the environment's.
-        Callers pass it only when not None, so backends without it keep working.
-        """
-        ...
-
-    def prompt(self, env_name: str, session_id: str) -> list[Block]:
-        """The first observation, as blocks. Ask once per episode."""
-        ...
-
-    def messages(self, env_name: str, session_id: str) -> list[Message]:
-        """The prompt as a role-tagged conversation (``/prompt`` wrapped on old servers)."""
-        ...
-
-    def task_tools(self, env_name: str, session_id: str) -> ListToolsOutput:
-        """Shared tools plus this task's own tools."""
-        ...
-
-    def call(
-        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
-    ) -> CallResult:
-        """Run one tool call; agent mistakes come back as ``RunToolError``."""
-        ...
-
-    def score_group(
-        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
-    ) -> list[GroupScore]:
-        """Score a group of candidate trajectories for this session's task (GRPO-style)."""
-        ...
-
-    def delete_session(self, session_id: str) -> None:
-        """End the session; idempotent, never raises for an already-gone session."""
-        ...
-
-    def ping(self, session_id: str) -> None:
-        """Keep the session alive; raises OrsSessionExpired once it is gone."""
-        ...
-
-    def close(self) -> None:
-        """Release connections and background threads; deletes open sessions."""
-        ...
-
-
-@runtime_checkable
 class AsyncBackend(Protocol):
-    """``Backend``, awaited: what ``AsyncOrsEnv`` and ``OrsVectorEnv`` drive."""
+    """Discovery, session lifecycle and tool calls against ORS environments, awaited:
+    what ``AsyncOrsEnv`` and ``OrsVectorEnv`` drive."""
 
     #: Where the environments live, for messages: a URL, or ``"in-process"``.
     location: str
@@ -211,4 +118,81 @@ class AsyncBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and background tasks; deletes open sessions."""
+        ...
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """``AsyncBackend``, blocking: each method runs its coroutine to the result (same
+    arguments, results and errors; see ``AsyncBackend`` for what each does), and
+    ``close`` is ``aclose``. ``HttpBackend`` and ``LocalBackend`` are this."""
+
+    location: str
+
+    # -- discovery (no session) ------------------------------------------------
+    def list_environments(self) -> list[str]:
+        ...
+
+    def tools(self, env_name: str) -> ListToolsOutput:
+        ...
+
+    def splits(self, env_name: str) -> list[Split]:
+        ...
+
+    def tasks(self, env_name: str, split: str) -> list[dict[str, Any]]:
+        ...
+
+    def num_tasks(self, env_name: str, split: str) -> int:
+        ...
+
+    def task(self, env_name: str, split: str, index: int) -> dict[str, Any]:
+        ...
+
+    def task_range(
+        self, env_name: str, split: str, start: int | None = None, stop: int | None = None
+    ) -> list[dict[str, Any]]:
+        ...
+
+    # -- sessions ---------------------------------------------------------------
+    def create_session(
+        self,
+        env_name: str,
+        *,
+        task_spec: Mapping[str, Any] | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        secrets: Mapping[str, str] | None = None,
+        toolset: str | None = None,
+    ) -> str:
+        ...
+
+    def prompt(self, env_name: str, session_id: str) -> list[Block]:
+        ...
+
+    def messages(self, env_name: str, session_id: str) -> list[Message]:
+        ...
+
+    def task_tools(self, env_name: str, session_id: str) -> ListToolsOutput:
+        ...
+
+    def call(
+        self, env_name: str, session_id: str, name: str, arguments: Mapping[str, Any]
+    ) -> CallResult:
+        ...
+
+    def score_group(
+        self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
+    ) -> list[GroupScore]:
+        ...
+
+    def delete_session(self, session_id: str) -> None:
+        ...
+
+    def ping(self, session_id: str) -> None:
+        ...
+
+    def probe(self) -> None:
+        ...
+
+    def close(self) -> None:
         ...

@@ -16,9 +16,6 @@ Typical use::
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
 from ors_gym.wrappers.actions import DiscreteToolActions, NotEnumerableError, enumerate_tool_calls
 from ors_gym.wrappers.conversation import Conversation, ConversationSpace
 from ors_gym.wrappers.observations import (
@@ -29,25 +26,6 @@ from ors_gym.wrappers.observations import (
     hash_text,
 )
 from ors_gym.wrappers.recording import RecordTrajectories
-
-#: Names that moved to :mod:`ors_gym.trajectories`; still importable from here, with a
-#: ``DeprecationWarning``, for one release.
-_MOVED = frozenset({"read_trajectories", "trajectory_messages"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import ors_gym.trajectories as trajectories
-
-        warnings.warn(
-            f"ors_gym.wrappers.{name} moved to ors_gym.trajectories.{name}; "
-            "import it from there (the old path goes away in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(trajectories, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 __all__ = [
     "Conversation",

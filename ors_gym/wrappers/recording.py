@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import time
-import warnings
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,28 +40,6 @@ from ors_gym.formats import AssistantTurn, assistant_turn, call_id, step_exchang
 __all__ = ["RecordTrajectories"]
 
 logger = logging.getLogger("ors_gym")
-
-#: Names that moved to :mod:`ors_gym.trajectories`; still importable from here, with a
-#: ``DeprecationWarning``, for one release.
-_MOVED = frozenset({
-    "FORMAT", "Episode", "ImageMode", "block_content", "episode_header", "read_trajectories",
-    "step_record", "trajectory_messages",
-})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        import ors_gym.trajectories as trajectories
-
-        warnings.warn(
-            f"ors_gym.wrappers.recording.{name} moved to ors_gym.trajectories.{name}; "
-            "import it from there (the old path goes away in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(trajectories, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 
 class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):

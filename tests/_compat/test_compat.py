@@ -45,7 +45,6 @@ from ors_gym._compat import _versions  # noqa: E402
 from ors_gym._compat import asyncio as compat_asyncio  # noqa: E402
 from ors_gym._compat import gymnasium as compat_gymnasium  # noqa: E402
 from ors_gym._compat import httpcore as compat_httpcore  # noqa: E402
-from ors_gym._compat import httpx_sse as compat_httpx_sse  # noqa: E402
 from ors_gym._compat import openreward as compat_openreward  # noqa: E402
 from ors_gym._compat import pydantic as compat_pydantic  # noqa: E402
 from ors_gym._compat import re as compat_re  # noqa: E402
@@ -102,7 +101,6 @@ def test_release_numbers_are_read_from_version_strings() -> None:
         ("structlog", compat_structlog.VERIFIED),
         ("pydantic", compat_pydantic.VERIFIED),
         ("gymnasium", compat_gymnasium.VERIFIED),
-        ("httpx-sse", compat_httpx_sse.VERIFIED),
         ("httpcore", compat_httpcore.VERIFIED),
     ],
 )
@@ -854,44 +852,6 @@ def test_an_sdk_server_next_to_ors_gym_answers_as_one_without_it() -> None:
     bodies = {step: body for step, _, _, body in answers["plain"]}
     assert b"input_validation" in bodies["call echo {'wrong': 1}"]
     assert b"not_found" in bodies["call no_such_tool {}"]
-
-
-# -- httpx-sse -------------------------------------------------------------------------
-
-_SSE_STREAMS = [
-    "event: task_id\ndata: abc\n\n",
-    "data: one\ndata: two\n\n: ping\n\nevent: end\ndata: {\"ok\": true}\n\n",
-    "event: chunk\r\ndata:no space\r\n\r\nevent: end\rdata: x\r\r",
-    "id: 7\nretry: 10\nfoo: bar\ndata: a: b\n\ndata\n\n",
-]
-
-
-def _events(pair: tuple[Any, Any], text: str, piece: int) -> list[tuple[str, str]]:
-    lines, events = pair
-    out = []
-    for start in range(0, len(text), piece):
-        for line in lines.decode(text[start:start + piece]):
-            event = events.decode(line)
-            if event is not None:
-                out.append((event.event, event.data))
-    return out
-
-
-def test_httpx_sse_decoders_are_the_private_ones_with_their_interface() -> None:
-    from httpx_sse import _decoders
-
-    lines, events = compat_httpx_sse.decoders()
-    assert type(lines) is _decoders.SSELineDecoder and type(events) is _decoders.SSEDecoder
-    assert list(inspect.signature(lines.decode).parameters) == ["text"]
-    assert list(inspect.signature(events.decode).parameters) == ["line"]
-
-
-@pytest.mark.parametrize("text", _SSE_STREAMS)
-@pytest.mark.parametrize("piece", [1, 3, 1000])
-def test_outside_its_range_sse_is_decoded_the_same_by_the_fallback(text: str, piece: int) -> None:
-    private = _events(compat_httpx_sse.decoders(), text, piece)
-    fallback = _events((compat_httpx_sse._Lines(), compat_httpx_sse._Events()), text, piece)
-    assert private == fallback and private
 
 
 # -- httpcore: an HTTP/1.1 connection's state lock ---------------------------------------

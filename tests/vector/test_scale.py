@@ -183,7 +183,7 @@ def test_many_async_episodes_on_one_loop(servers: list[ServerProcess]) -> None:
 
     async def main() -> list[str]:
         client = pooled_client(None, N_SCALE + 4)
-        backends = [AsyncHttpBackend(s.url, client=client) for s in servers]
+        backends = [AsyncHttpBackend(s.url, transport=client) for s in servers]
         envs = [AsyncOrsEnv(backend=backends[i % N_SERVERS], env_name="census")
                 for i in range(N_SCALE)]
 

@@ -252,28 +252,13 @@ def test_no_secret_reaches_a_trajectory(probe_url: str, tmp_path: Path) -> None:
     assert probe_url.split("//")[1] in text  # the server is recorded, without credentials
 
 
-@pytest.mark.parametrize(
-    ("module", "name"),
-    [
-        ("ors_gym.wrappers.recording", "read_trajectories"),
-        ("ors_gym.wrappers.recording", "Episode"),
-        ("ors_gym.wrappers.recording", "FORMAT"),
-        ("ors_gym.wrappers.recording", "trajectory_messages"),
-        ("ors_gym.wrappers.recording", "episode_header"),
-        ("ors_gym.wrappers", "read_trajectories"),
-        ("ors_gym.wrappers", "trajectory_messages"),
-    ],
-)
-def test_the_old_paths_of_the_record_format_still_work_with_a_deprecation_warning(
-    module: str, name: str
-) -> None:
+@pytest.mark.parametrize(("module", "name"), [("ors_gym.wrappers.recording", "Episode"),
+                                             ("ors_gym.wrappers", "read_trajectories")])
+def test_the_record_format_lives_only_in_trajectories(module: str, name: str) -> None:
     import importlib
 
-    import ors_gym.trajectories
-
-    with pytest.warns(DeprecationWarning, match=f"ors_gym.trajectories.{name}"):
-        value = getattr(importlib.import_module(module), name)
-    assert value is getattr(ors_gym.trajectories, name)
+    with pytest.raises(AttributeError, match=name):
+        getattr(importlib.import_module(module), name)
 
 
 def test_an_unknown_name_on_the_recording_module_is_still_an_attribute_error() -> None:

@@ -109,14 +109,9 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
 
     async def _wait_for_data(self, timeout: float | None) -> None:
         reader = self._reader = self._loop.create_future()
-        timer = None if timeout is None else self._loop.call_later(
-            timeout, _expire, reader, httpcore.ReadTimeout
-        )
         try:
-            await reader
+            await _until(self._loop, reader, timeout, httpcore.ReadTimeout)
         finally:
-            if timer is not None:
-                timer.cancel()
             if self._reader is reader:
                 self._reader = None
 
@@ -151,14 +146,7 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
         transport.write(buffer)
         if self._paused_writing:
             drained = self._drained = self._loop.create_future()
-            timer = None if timeout is None else self._loop.call_later(
-                timeout, _expire, drained, httpcore.WriteTimeout
-            )
-            try:
-                await drained
-            finally:
-                if timer is not None:
-                    timer.cancel()
+            await _until(self._loop, drained, timeout, httpcore.WriteTimeout)
             if self._closed and self._lost is not None:
                 raise httpcore.WriteError(str(self._lost))
 
@@ -236,6 +224,19 @@ def select_readable(fd: int) -> bool:
 #: ``poll_readable`` where the platform has ``select.poll``; ``select_readable`` elsewhere
 #: (on POSIX ``select`` fails for descriptors past ``FD_SETSIZE``, so it is not the default).
 fd_readable = poll_readable if hasattr(select, "poll") else select_readable
+
+
+async def _until(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[None], timeout: float | None,
+    error: type[Exception],
+) -> None:
+    """Await ``future``; after ``timeout`` seconds (None: never) it fails with ``error``."""
+    timer = None if timeout is None else loop.call_later(timeout, _expire, future, error)
+    try:
+        await future
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 def _expire(future: asyncio.Future[None], error: type[Exception]) -> None:

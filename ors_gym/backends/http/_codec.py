@@ -10,10 +10,14 @@ parsed as JSON. A status that is not 2xx becomes the ``OrsError`` that
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import httpx
 
 from ors_gym import _json
 from ors_gym.backends.http._settings import API_KEY_VAR, Where
@@ -22,6 +26,7 @@ from ors_gym.protocol import check_secrets
 
 __all__ = [
     "ACCEPT_ENCODING",
+    "USER_AGENT",
     "BodyDecoder",
     "BodyReader",
     "Where",
@@ -39,6 +44,24 @@ __all__ = [
 ACCEPT_ENCODING = "gzip, deflate"
 #: Longest server detail quoted in an error (an SDK 500 may carry a traceback).
 _DETAIL_LIMIT = 2000
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ors-gym")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "0"
+
+
+#: Who is asking, on every request (as the SDK's client names itself and httpx): front
+#: doors such as CDNs refuse requests that carry none.
+USER_AGENT = f"ors-gym/{_version()} python-httpx/{httpx.__version__}"
+#: Words in a 401/403 answer that put the blame on the API key (``***``: the answer
+#: echoed the key, masked by ``error_detail``).
+_KEY_WORDS = re.compile(r"\bkeys?\b|api[ _-]?key|credential|token|unauthori[sz]ed|"
+                        r"authenticat|\*\*\*", re.IGNORECASE)
 
 
 # -- requests ----------------------------------------------------------------------------
@@ -67,9 +90,10 @@ def build_headers(
     deployment: str | None = None,
     scoped: Mapping[str, tuple[str, list[str]]] | None = None,
 ) -> dict[str, str]:
-    """Per-request headers: the user's ``extra`` ones, basic auth, API key, deployment,
-    session id, secrets (the only place they travel)."""
-    headers = dict(extra or {})
+    """Per-request headers: ``User-Agent`` and ``Accept`` (the user's ``extra`` ones may
+    replace them), basic auth, API key, deployment, session id, secrets (the only place
+    they travel)."""
+    headers = {"User-Agent": USER_AGENT, "Accept": "application/json", **(extra or {})}
     headers["Content-Type"] = "application/json"
     headers["Accept-Encoding"] = ACCEPT_ENCODING
     if basic_auth:
@@ -107,6 +131,9 @@ def error_detail(body: bytes, hide: str | None = None) -> str:
     text = body.decode("utf-8", "replace").strip()
     if hide:
         text = text.replace(hide, "***")
+    page = _html_page(text)
+    if page is not None:
+        return page
     try:
         payload = json.loads(text)
     except ValueError:
@@ -118,6 +145,16 @@ def error_detail(body: bytes, hide: str | None = None) -> str:
     if len(text) > _DETAIL_LIMIT:
         text = text[:_DETAIL_LIMIT] + " ...(truncated)"
     return text
+
+
+def _html_page(text: str) -> str | None:
+    """An HTML error page (a gateway's, a CDN's) told by its title or first heading."""
+    if not text[:200].lstrip().lower().startswith(("<!doctype html", "<html", "<head", "<body")):
+        return None
+    found = re.search(r"<title[^>]*>(.*?)</title>|<h1[^>]*>(.*?)</h1>", text, re.I | re.S)
+    title = "" if found is None else html.unescape(re.sub(
+        r"<[^>]+>|\s+", " ", found.group(1) or found.group(2) or "")).strip()
+    return f"an HTML page titled {title!r}" if title else "an HTML page"
 
 
 def status_error(
@@ -137,11 +174,16 @@ def status_error(
             "idle minutes, or the server restarted); call reset() to start a new episode "
             f"(server said {status}: {detail})"
         )
-    elif status in (401, 403):
+    elif status in (401, 403) and _KEY_WORDS.search(detail):
         message = (
             f"{what} was refused ({status}: {detail}): the API key is missing or was not "
             f"accepted; set {API_KEY_VAR} (or pass api_key=...) to a valid key "
             "(sent as X-API-Key)"
+        )
+    elif status in (401, 403):
+        message = (
+            f"{what} was refused ({status}): {detail}; the answer does not blame the API key "
+            "(a front door such as a CDN or a proxy may have refused the request itself)"
         )
     elif status == 404 and "deployment not found" in detail.lower():
         message = (

@@ -1,13 +1,23 @@
 """One ORS request, sans-IO: sent, redirected, retried or resumed, its answer checked.
 
 ``Exchange.request`` is a JSON request and ``Exchange.stream`` an SSE tool
-call; both are generators of steps (see ``_steps``) that the sync and async
-drivers perform, with time from a clock the driver passes in. Here live the
-decisions both drivers share: what to retry (429/502/503/504 and dropped
+call; both are generators of steps (see ``_steps``) that ``AsyncHttpBackend``
+performs, with time from a clock it passes in. Here live the protocol's
+decisions, testable with no socket: what to retry (429/502/503/504 and dropped
 connections, never a 500, and not a refused connection: nothing listens, so
 waiting only delays the error), when a tool call may be sent again (only when
 it surely never ran, or by its ``task_id`` once acknowledged), where a
 redirect may lead and which headers may follow it.
+
+A tool call before its ``task_id``: an answer with a status (429, 502, 503,
+504 from the server or any front door, whatever its body) means the call's
+stream never began, and the ORS server starts a tool only after it sent its
+own 200 (the reference server writes its headers, then starts the task that
+runs the tool, then sends ``task_id``), so the call is sent again. A
+connection that fails before the request was sent is sent again too. A
+connection cut after the request went out and before ``task_id`` arrived is
+not: the tool may be running, and resending could run it twice; that call
+raises ``OrsConnectionError`` (the episode's state is uncertain).
 """
 
 from __future__ import annotations
@@ -25,9 +35,9 @@ from ors_gym.backends.http._codec import (
     status_error,
 )
 from ors_gym.backends.http._retry import (
-    SAFE_BEFORE_ACK,
     RetryBudget,
     RetryHint,
+    add_note,
     retry_delay,
     retry_hint,
 )
@@ -105,6 +115,7 @@ class Exchange:
             backoff=s.backoff,
             starting_ride_out=s.starting_ride_out if ride_out is None else ride_out,
             started=self.clock(),
+            how_to_set=s.how_to_set("max_retries"),
         )
 
     def _detail(self, body: bytes) -> str:
@@ -247,9 +258,9 @@ class Exchange:
 
         Once the server acknowledged the call (``task_id`` event), a dropped stream
         is re-POSTed with that id and the server replays or awaits the one run.
-        Before that, the request is resent only if it surely never ran (429, 503,
-        a connection that timed out): otherwise the tool may have run. A refused
-        connection before the acknowledgement fails at once.
+        Before that, the request is resent only if it surely never ran (a
+        429/502/503/504 answer, a request never sent): otherwise the tool may have
+        run. A refused connection before the acknowledgement fails at once.
         """
         s = self.settings
         headers = self.headers(where.session_id)
@@ -292,7 +303,11 @@ class Exchange:
                 hint = retry_hint(reply.status, reply.headers)
                 if hint is None:
                     raise failure
-                safe = reply.status in SAFE_BEFORE_ACK
+                # An answer with a status came before the call's stream: the server had
+                # not started the tool (see the module docstring for why).
+                safe = True
+                if task_id is None:
+                    add_note(failure, "the tool had not started")
             else:
                 assert isinstance(reply, Failure), reply
                 if deadline is not None:
@@ -303,14 +318,19 @@ class Exchange:
                         "the server pings every 10 s",
                         **where.kw(),
                     )
+                elif task_id is not None and reply.kind != "refused":
+                    failure = OrsConnectionError(
+                        f"{what}: the stream was cut after the server acknowledged the call "
+                        f"as task {task_id} ({reply.error_type}: {reply.detail or 'no detail'}); "
+                        "it is resumed by that task_id, so the tool runs once",
+                        **where.kw(),
+                    )
                 else:
                     failure = self.transport_error(what, where, reply)
                 if reply.kind == "refused" and task_id is None:
                     raise failure
                 safe = reply.not_sent
             if task_id is None and not safe:
-                if hint is not None:
-                    raise failure  # a 502/504 before the acknowledgement: it may have run
                 raise OrsConnectionError(
                     f"{failure.message}; the server had not acknowledged the call, so "
                     "ors_gym cannot know whether the tool ran and does not resend it "
@@ -369,7 +389,7 @@ class Exchange:
             )
         base = self.location
         if origin(url) != origin(base):
-            extra = {name.lower() for name, _ in self.settings.headers}
+            extra = {name.lower() for name in self.settings.headers}
             dropped = _CREDENTIALS | extra
             logger.debug("%s: redirected to another origin (%s); credentials not sent there",
                          what, redact_url(url))
@@ -400,7 +420,7 @@ class Exchange:
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsConnectionError:
         """The error for a request that got no answer (refused, timed out, dropped)."""
         s = self.settings
-        if s.hosted:
+        if s.hosted and failure.kind in ("refused", "connect_timeout"):
             error = OrsTimeoutError if failure.kind == "connect_timeout" else OrsConnectionError
             return error(
                 f"{what}: cannot reach the OpenReward {s.hosted_note()} "
@@ -412,7 +432,7 @@ class Exchange:
             return OrsTimeoutError(
                 f"cannot reach the ORS server at {s.location}: no connection within "
                 f"connect_timeout={s.connect_timeout} s; is it running? raise "
-                f"{s.owner}(connect_timeout=...) for a slow network",
+                f"{s.how_to_set('connect_timeout')} for a slow network",
                 **where.kw(),
             )
         if failure.kind == "refused":
@@ -436,7 +456,7 @@ class Exchange:
         name, limit = ("setup_timeout", s.setup_timeout) if setup else ("timeout", s.timeout)
         return OrsTimeoutError(
             f"{what}: no answer from {s.location} within {name}={limit} s "
-            f"({failure.error_type}); raise {s.owner}({name}=...) if the server is slow",
+            f"({failure.error_type}); raise {s.how_to_set(name)} if the server is slow",
             **where.kw(),
         )
 
@@ -446,7 +466,7 @@ class Exchange:
             s = self.settings
             raise OrsTimeoutError(
                 f"{what} did not finish within call_timeout={s.call_timeout} s; the tool may "
-                f"still be running on the server. Raise {s.owner}(call_timeout=...) or pass "
+                f"still be running on the server. Raise {s.how_to_set('call_timeout')} or pass "
                 "None to wait as long as the server keeps the stream alive",
                 **where.kw(),
             )
@@ -473,7 +493,7 @@ class _TotalTime:
             s = self.exchange.settings
             raise OrsTimeoutError(
                 f"{self.what}: the answer from {s.location} was still arriving after "
-                f"{self.name}={self.limit} s; raise {s.owner}({self.name}=...) if the "
+                f"{self.name}={self.limit} s; raise {s.how_to_set(self.name)} if the "
                 "server is slow",
                 **self.where.kw(),
             )

@@ -1,15 +1,15 @@
-"""What both drivers share about httpx: timeouts, failures, finished streams.
+"""What the driver needs from httpx: timeouts, failures, finished streams.
 
-The operations hand the drivers steps; this module turns a step into httpx
+The operations hand the driver steps; this module turns a step into httpx
 timeouts, an httpx exception into the ``Failure`` an operation understands,
-and reads what is left of a stream once its result is in. The drivers hand
-every answer's raw bytes (``iter_raw``) to the sans-IO core, which undoes gzip
-within the size cap and parses SSE itself.
+and reads what is left of a stream once its result is in. The driver hands
+every answer's raw bytes to the sans-IO core, which undoes gzip within the
+size cap and parses SSE itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 
@@ -21,11 +21,8 @@ __all__ = [
     "DRAIN_LIMIT",
     "SSE_HEADERS",
     "adrain",
-    "drain",
     "failure_of",
-    "fetch_timeout",
     "fetch_timeouts",
-    "stream_timeout",
     "stream_timeouts",
 ]
 
@@ -69,36 +66,14 @@ def stream_timeouts(step: Stream, settings: Settings) -> dict[str, float | None]
             "write": settings.timeout, "pool": settings.timeout}
 
 
-def fetch_timeout(step: Fetch, settings: Settings) -> httpx.Timeout:
-    """``fetch_timeouts`` as an ``httpx.Timeout``."""
-    return httpx.Timeout(**fetch_timeouts(step, settings))
-
-
-def stream_timeout(step: Stream, settings: Settings) -> httpx.Timeout:
-    """``stream_timeouts`` as an ``httpx.Timeout``."""
-    return httpx.Timeout(**stream_timeouts(step, settings))
-
-
-def drain(pieces: Iterator[bytes]) -> None:
+async def adrain(pieces: AsyncIterator[bytes]) -> None:
     """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
     goes back to the pool; past the limit the connection is dropped instead."""
-    left = DRAIN_LIMIT
-    try:
-        for raw in pieces:
-            left -= len(raw)
-            if left < 0:
-                return
-    except httpx.HTTPError:  # the result is in; how the stream ends does not matter
-        pass
-
-
-async def adrain(pieces: AsyncIterator[bytes]) -> None:
-    """``drain`` on asyncio."""
     left = DRAIN_LIMIT
     try:
         async for raw in pieces:
             left -= len(raw)
             if left < 0:
                 return
-    except httpx.HTTPError:
+    except httpx.HTTPError:  # the result is in; how the stream ends does not matter
         pass

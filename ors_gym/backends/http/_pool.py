@@ -4,13 +4,11 @@
 ``_http11.Http11Pool`` (httpcore's HTTP/1.1 connections over an asyncio-native
 network backend, ``_aio``): any ``httpx.AsyncClient(transport=...)`` can mount
 it, and ``AsyncHttpBackend`` calls its ``handle_async_request`` directly.
-``PooledClient`` is an ``AsyncClient`` over one, for sharing between backends;
-``client_transport`` is how a backend finds the transport to send through.
+``pooled_client`` makes one to share between backends.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import NoReturn, cast
 
@@ -20,18 +18,8 @@ import httpx
 from ors_gym.backends.http._aio import AsyncioBackend
 from ors_gym.backends.http._http11 import Http11Pool
 
-__all__ = [
-    "ClientTransport",
-    "PooledClient",
-    "PooledTransport",
-    "ShardedTransport",
-    "client_transport",
-    "httpx_error",
-    "pooled_client",
-]
+__all__ = ["PooledTransport", "httpx_error", "pooled_client"]
 
-#: Parsed URLs a transport keeps (a backend's few endpoints).
-_URL_CACHE = 512
 #: httpcore's exceptions and the httpx ones ``httpx.AsyncHTTPTransport`` raises for them,
 #: most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -117,7 +105,6 @@ class PooledTransport(httpx.AsyncBaseTransport):
             keepalive_expiry=httpx.Limits().keepalive_expiry,
             network=AsyncioBackend(),
         )
-        self._urls: dict[int, tuple[httpx.URL, httpcore.URL]] = {}
 
     @property
     def open_connections(self) -> int:
@@ -127,15 +114,9 @@ class PooledTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` on an idle connection to its origin, or a new one; the
         response's body is unread (``aiter_raw``/``aread``), ``aclose`` frees the connection."""
-        url = request.url
-        entry = self._urls.get(id(url))
-        if entry is not None and entry[0] is url:
-            core_url = entry[1]
-        else:
-            core_url = self._core_url(url)
         core = httpcore.Request(
             method=request.method,
-            url=core_url,
+            url=_core_url(request.url),
             headers=request.headers.raw,
             content=request.stream,
             extensions=request.extensions,
@@ -151,106 +132,31 @@ class PooledTransport(httpx.AsyncBaseTransport):
             extensions=response.extensions,
         )
 
-    def _core_url(self, url: httpx.URL) -> httpcore.URL:
-        """``url`` as httpcore's, kept while ``url`` is (a backend sends the same
-        ``httpx.URL`` objects again and again; the entry holds it, so its id stays its own)."""
-        if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
-            raise httpx.UnsupportedProtocol(
-                f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
-                "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
-            )
-        core_url = httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
-                                target=url.raw_path)
-        if len(self._urls) >= _URL_CACHE:
-            self._urls.clear()
-        self._urls[id(url)] = (url, core_url)
-        return core_url
-
     async def aclose(self) -> None:
         """Close every idle connection; busy ones close when their responses are closed.
         The transport stays usable: later requests open new connections."""
         await self._pool.aclose()
 
 
-class ShardedTransport(PooledTransport):
-    """Deprecated: ``PooledTransport``; ``shards`` is ignored (one pool serves every session)."""
-
-    def __init__(
-        self,
-        shards: int = 1,
-        *,
-        max_connections: int | None = None,
-        max_keepalive_connections: int | None = None,
-    ) -> None:
-        warnings.warn(
-            "ShardedTransport is deprecated and its shards are ignored; use PooledTransport",
-            DeprecationWarning, stacklevel=2,
+def _core_url(url: httpx.URL) -> httpcore.URL:
+    """``url`` as httpcore's (the backend keeps its parsed URLs; this is a cheap copy)."""
+    if url.raw_scheme not in (b"http", b"https") or not url.raw_host:
+        raise httpx.UnsupportedProtocol(
+            f"Request URL {str(url)!r} is not an absolute http:// or https:// URL; "
+            "give the server's address with its scheme, e.g. http://127.0.0.1:8000"
         )
-        super().__init__(max_connections, max_keepalive_connections)
-
-
-class ClientTransport(httpx.AsyncBaseTransport):
-    """Any ``httpx.AsyncClient`` seen as a transport: each request is rebuilt by the
-    client (its headers, cookies and auth added) and sent without following redirects
-    (the backend's operations follow them). Closing it leaves the client open: its
-    owner closes it."""
-
-    def __init__(self, client: httpx.AsyncClient) -> None:
-        self.client = client
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        built = self.client.build_request(
-            request.method, request.url, headers=request.headers,
-            content=await request.aread(), extensions=request.extensions,
-        )
-        return await self.client.send(built, stream=True, follow_redirects=False)
-
-    async def aclose(self) -> None:
-        return None
-
-
-class PooledClient(httpx.AsyncClient):
-    """An ``AsyncClient`` over a ``PooledTransport`` (``transport``), for many concurrent
-    sessions and for sharing between backends, which send to ``transport`` directly."""
-
-    def __init__(
-        self,
-        max_connections: int | None = None,
-        max_keepalive_connections: int | None = None,
-    ) -> None:
-        self.transport = PooledTransport(max_connections, max_keepalive_connections)
-        super().__init__(transport=self.transport, follow_redirects=False)
-
-    @property
-    def pool(self) -> PooledTransport:
-        """Deprecated name of ``transport``."""
-        warnings.warn("PooledClient.pool is deprecated; use PooledClient.transport",
-                      DeprecationWarning, stacklevel=2)
-        return self.transport
+    return httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port,
+                        target=url.raw_path)
 
 
 def pooled_client(
     max_connections: int | None = None,
     max_keepalive_connections: int | None = None,
-    *,
-    shards: int | None = None,
-) -> PooledClient:
-    """An ``AsyncClient`` for many concurrent sessions, to share between backends.
+) -> PooledTransport:
+    """A connection pool to share between backends (``AsyncHttpBackend(transport=...)``).
 
     ``max_connections`` bounds its open connections (None: no bound); it keeps
-    at most ``max_keepalive_connections`` idle ones (None: all). ``shards`` is
-    deprecated and ignored.
+    at most ``max_keepalive_connections`` idle ones (None: all). Whoever made
+    it closes it (``await pool.aclose()``); the backends sending through it do not.
     """
-    if shards is not None:
-        warnings.warn("pooled_client(shards=...) is deprecated and ignored: one pool serves "
-                      "every session", DeprecationWarning, stacklevel=2)
-    return PooledClient(max_connections, max_keepalive_connections)
-
-
-def client_transport(client: httpx.AsyncClient) -> httpx.AsyncBaseTransport:
-    """The transport a backend sending through ``client`` hands its requests to: a
-    ``PooledClient``'s own (the client's per-request layers skipped: the backend's
-    operations do what an ORS request needs of them), else the client itself, adapted."""
-    if isinstance(client, PooledClient):
-        return client.transport
-    return ClientTransport(client)
+    return PooledTransport(max_connections, max_keepalive_connections)

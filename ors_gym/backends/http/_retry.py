@@ -17,10 +17,10 @@ from ors_gym.errors import OrsError
 __all__ = [
     "MAX_DELAY",
     "RETRY_STATUSES",
-    "SAFE_BEFORE_ACK",
     "STARTING_POLL",
     "RetryBudget",
     "RetryHint",
+    "add_note",
     "parse_retry_after",
     "retry_delay",
     "retry_hint",
@@ -30,10 +30,6 @@ logger = logging.getLogger("ors_gym.http")
 
 #: Statuses a gateway or a starting server answers; retried with backoff (never 500).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-#: Of those, the ones that prove a request was refused unprocessed, so even a
-#: tool call that was never acknowledged may be sent again. A 502/504 may come
-#: after the server received the call, so a tool call is not resent on them.
-SAFE_BEFORE_ACK = frozenset({429, 503})
 #: Cap on one backoff sleep, whatever Retry-After says.
 MAX_DELAY = 30.0
 #: Poll interval for a "starting" 503 without Retry-After (the SDK sends 2).
@@ -82,6 +78,8 @@ class RetryBudget:
     backoff: float
     starting_ride_out: float
     started: float
+    #: How the user sets ``max_retries``, for the final error (``HttpBackend(max_retries=...)``).
+    how_to_set: str = "max_retries=..."
     attempts: int = 0
     #: Failed attempts so far, "starting" answers included.
     tries: int = 0
@@ -117,8 +115,15 @@ class RetryBudget:
         """What a final error ends with: how many tries over how long, and the option."""
         return (
             f"gave up after {self.tries} tries over {now - self.started:.1f} s "
-            f"(max_retries={self.max_retries}: the env option max_retries sets it)"
+            f"(max_retries={self.max_retries}; raise it with {self.how_to_set})"
         )
+
+
+def add_note(failure: OrsError, note: str) -> None:
+    """Add ``note`` to ``failure``'s message, before the "retries ran out" ending if any."""
+    said = failure.message.removesuffix(_RAN_OUT)
+    failure.message = f"{said}; {note}" + failure.message[len(said):]
+    failure.args = (failure.message,)
 
 
 def retry_delay(

@@ -1,7 +1,7 @@
 """How an HTTP backend is configured: where the server is, how patient to be.
 
-``Settings`` is made once per backend and shared, read-only, by the sans-IO
-operations and both drivers. The URL helpers keep credentials out of every
+``Settings`` is made once per backend from its ``HttpOptions`` and shared,
+read-only, by the sans-IO operations and the driver. The URL helpers keep credentials out of every
 URL that is shown: user-info becomes a basic-auth header instead.
 
 A hosted environment (``deployment="Namespace/name"``) is reached as the SDK
@@ -16,16 +16,16 @@ import base64
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from ors_gym.backends.http._options import HttpOptions
 from ors_gym.errors import redact_url
 
 __all__ = [
     "API_KEY_VAR",
     "DEFAULT_PLATFORM_URL",
-    "SETUP_TIMEOUT_S",
     "Settings",
     "Where",
     "configure",
@@ -41,9 +41,6 @@ __all__ = [
 API_KEY_VAR = "OPENREWARD_API_KEY"
 #: The platform's own address, as in the SDK (``openreward.client.DEFAULT_BASE_URL``).
 DEFAULT_PLATFORM_URL = "https://openreward.ai"
-#: Default bound on creating a session and waiting for its prompt (the SDK's creation
-#: timeout is 30 minutes; its prompt request has none).
-SETUP_TIMEOUT_S = 1800.0
 
 
 @dataclass(frozen=True)
@@ -65,60 +62,41 @@ class Where:
         }
 
 
-@dataclass(frozen=True)
-class Settings:
-    """What the operations and both drivers share: the server and how patient to be.
+@dataclass(frozen=True, kw_only=True)
+class Settings(HttpOptions):
+    """What the operations share: the options, and where the server is and how to
+    authenticate there. The API key is never part of the repr.
 
-    ``owner`` names the backend class in messages that tell the user which
-    setting to change. The API key is never part of the repr.
+    ``set_as`` says how the user set the options, so a message that tells them
+    which one to change names it that way: ``"env"`` (``gym.make``/``OrsEnv``)
+    or a backend class's name.
     """
 
     location: str
     api_key: str | None = field(default=None, repr=False)
-    timeout: float = 30.0
-    connect_timeout: float = 5.0
-    call_timeout: float | None = None
-    max_retries: int = 5
-    backoff: float = 0.5
-    starting_ride_out: float = 600.0
-    max_response_bytes: int = 64 * 1024 * 1024
-    setup_timeout: float = SETUP_TIMEOUT_S
-    owner: str = "HttpBackend"
+    set_as: str = "HttpBackend"
     #: A hosted deployment (``Namespace/name``), sent as ``X-Deployment``; its sessions
     #: come from ``/create_session``. ``variant``: one environment class inside it.
     deployment: str | None = None
     variant: str | None = None
-    #: The user's extra headers, and basic auth from the URL's user-info: sent to the
-    #: server only (dropped when a redirect leads to another origin).
-    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: Basic auth from the URL's user-info: sent to the server only.
     basic_auth: str | None = field(default=None, repr=False)
     #: A hosted deployment's: where ``location`` and the key came from, for errors
     #: (``"OPENREWARD_SESSION_URL"``...; ``key_source`` is empty when no key is set).
     location_source: str = "base_url"
     key_source: str = ""
 
+    def how_to_set(self, name: str) -> str:
+        """How the user raises option ``name``, as they set the others."""
+        if self.set_as == "env":
+            return f"gym.make(..., {name}=...) or OrsEnv({name}=...)"
+        return f"{self.set_as}({name}=...)"
+
     def hosted_note(self) -> str:
         """For a hosted deployment's errors: the variables behind the host and the key."""
         key = (f"the API key from {self.key_source}" if self.key_source else
                f"no API key is set ({API_KEY_VAR} is empty; set it or pass api_key=...)")
         return f"session host {self.location} from {self.location_source}; {key}"
-
-    def __post_init__(self) -> None:
-        for name, value in (("timeout", self.timeout), ("connect_timeout", self.connect_timeout)):
-            if value <= 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value}")
-        if self.call_timeout is not None and self.call_timeout <= 0:
-            raise ValueError(f"call_timeout must be positive or None, got {self.call_timeout}")
-        if self.max_response_bytes <= 0:
-            raise ValueError(
-                f"max_response_bytes must be positive, got {self.max_response_bytes}"
-            )
-        if self.max_retries < 0 or self.backoff < 0:
-            raise ValueError("max_retries and backoff must not be negative")
-        if self.setup_timeout <= 0:
-            raise ValueError(
-                f"setup_timeout must be a positive number of seconds, got {self.setup_timeout}"
-            )
 
     @property
     def hosted(self) -> bool:
@@ -205,21 +183,20 @@ def _check_deployment(deployment: Any, variant: Any, owner: str) -> None:
 
 
 def configure(
-    owner: str,
+    set_as: str,
     base_url: str | None,
+    options: HttpOptions,
     *,
-    keepalive_interval: float | None,
-    headers: Mapping[str, str] | None,
     api_key: str | None = None,
     deployment: str | None = None,
     variant: str | None = None,
-    **options: Any,
 ) -> Settings:
-    """The ``Settings`` of a backend made as ``owner(base_url, ...)``; checks every option.
+    """The ``Settings`` of a backend made as ``set_as(base_url, ...)`` with ``options``.
 
     With ``deployment``, ``base_url`` and ``api_key`` default to the SDK's variables
     (see the module docstring); for a plain server nothing is read from the environment.
     """
+    owner = "the env" if set_as == "env" else set_as
     sources: dict[str, str] = {}
     if deployment is not None:
         _check_deployment(deployment, variant, owner)
@@ -240,15 +217,11 @@ def configure(
             "deployment='Namespace/name' (a hosted environment)"
         )
     location, basic_auth = split_base_url(base_url, owner)
-    if keepalive_interval is not None and keepalive_interval <= 0:
-        raise ValueError(
-            f"keepalive_interval must be positive or None (off), got {keepalive_interval}"
-        )
-    return Settings(location=location, owner=owner, basic_auth=basic_auth, api_key=api_key,
+    values = {f.name: getattr(options, f.name) for f in fields(HttpOptions)}
+    return Settings(location=location, set_as=set_as, basic_auth=basic_auth, api_key=api_key,
                     deployment=deployment, variant=variant,
-                    headers=tuple((headers or {}).items()),
                     location_source=sources.get("location_source", "base_url"),
-                    key_source=sources.get("key_source", ""), **options)
+                    key_source=sources.get("key_source", ""), **values)
 
 
 def url_of(location: str, path: str) -> str:

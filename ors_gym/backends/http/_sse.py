@@ -1,14 +1,12 @@
 """One SSE answer of ``/call`` or ``/score_group``, from raw bytes to its JSON result.
 
-Events are parsed by httpx-sse's own decoders (its line splitter and event
-decoder, the ones ``EventSource`` uses; reached through ``ors_gym._compat``),
-fed bytes here so the parsing stays sans-IO. ``EventSource`` itself reads an
-``httpx.Response``; reading through its layers made ``OrsEnv.step`` about 15%
-slower (benchmarks.bench_http: 0.86x the floor became 1.02x). Beneath the
-parser the bytes are guarded: everything the server sends (``: ping`` comments
-too) counts toward the size cap after gzip is undone, and the call's deadline
-is checked after every piece, so a server that pings forever or sends one
-endless line is cut off.
+``SSEParser`` splits events out of the bytes as they arrive, by the WHATWG
+event-stream rules, sans-IO (httpx-sse's public API reads an
+``httpx.Response``, a layer the backend does not go through; the tests check
+this parser against it). Beneath the parser the bytes are guarded:
+everything the server sends (``: ping`` comments too) counts toward the size
+cap after gzip is undone, and the call's deadline is checked after every
+piece, so a server that pings forever or sends one endless line is cut off.
 ``StreamAssembler`` then decides what the events mean: the ``task_id`` to
 resume a cut stream with, ``chunk`` and ``end`` data joined into the result,
 an ``error`` raised by the tool.
@@ -21,7 +19,6 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ors_gym._compat.httpx_sse import decoders
 from ors_gym.backends.http._codec import BodyDecoder, too_big
 from ors_gym.backends.http._settings import Where
 from ors_gym.errors import OrsProtocolError
@@ -34,26 +31,48 @@ HEARTBEAT_S = 45.0
 
 
 class SSEParser:
-    """Server-sent events from bytes as they arrive, by httpx-sse's decoders.
+    """Server-sent events from bytes as they arrive.
 
     Lines end in CRLF, LF or CR (a CRLF split across pieces is one line end);
     ``field: value`` loses one space after the colon; ``data`` lines join with
-    LF; comments (``: ping``) are skipped; a blank line dispatches the event.
-    Bytes are UTF-8, undecodable ones replaced, as the standard says.
+    LF; comments (``: ping``) and other fields are skipped; a blank line
+    dispatches the event (type ``message`` unless ``event`` named one), if it
+    has any. Bytes are UTF-8, undecodable ones replaced, as the standard says.
     """
+
+    __slots__ = ("_after_cr", "_data", "_event", "_partial", "_text")
 
     def __init__(self) -> None:
         self._text = codecs.getincrementaldecoder("utf-8")("replace")
-        self._lines, self._events = decoders()
+        self._partial = ""  # the unfinished last line
+        self._after_cr = False  # the last piece ended in CR: an LF starting the next is its CRLF
+        self._event = ""
+        self._data: list[str] = []
 
     def feed(self, data: bytes) -> list[tuple[str, str]]:
         """The events completed by ``data``, as ``(event, data)`` pairs."""
-        decode = self._events.decode
+        text = self._text.decode(data)
+        if self._after_cr and text[:1] == "\n":
+            text = text[1:]
+        self._after_cr = text[-1:] == "\r"
+        lines = (self._partial + text).replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self._partial = lines.pop()
         events = []
-        for line in self._lines.decode(self._text.decode(data)):
-            sse = decode(line)
-            if sse is not None:
-                events.append((sse.event, sse.data))
+        for line in lines:
+            if not line:
+                if self._event or self._data:
+                    events.append((self._event or "message", "\n".join(self._data)))
+                    self._event, self._data = "", []
+                continue
+            if line[0] == ":":
+                continue
+            name, _, value = line.partition(":")
+            if value[:1] == " ":
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
         return events
 
 

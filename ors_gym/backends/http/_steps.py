@@ -2,8 +2,8 @@
 
 An operation (see ``_exchange`` and ``_ops``) is a generator: it yields a
 ``Fetch`` (a JSON request), a ``Stream`` (an SSE request) or a ``Sleep``, and
-is sent an ``Answer``, ``Streamed`` or ``Failure``. The sync and async drivers
-perform the steps; the decisions stay in the generator, testable with no socket.
+is sent an ``Answer``, ``Streamed`` or ``Failure``. ``AsyncHttpBackend``
+performs the steps; the decisions stay in the generator, testable with no socket.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
 """``AsyncHttpBackend``: the ORS protocol over HTTP and SSE on asyncio.
 
-The async twin of ``HttpBackend``: the same methods as coroutines, with the
-same retries, resumes, errors and results, because both perform the steps of
-the same sans-IO operations (``_ops.Ops``); only the I/O differs. Every
-request goes through one interface, an httpx transport's
-``handle_async_request``: the backend's own ``PooledTransport`` (made on first
-use inside the running loop, and again if the backend is later used from
-another loop), or the transport of a shared client (``client_transport``).
-``OrsVectorEnv`` steps N sessions concurrently on one event loop through one
-shared ``PooledClient``, which may serve the backends of several servers.
-Open sessions are pinged by a task on that loop.
+It drives the sans-IO operations (``_ops.Ops``): each yields steps (send
+this request, read this stream, wait this long) and this module performs
+them. Every request goes through one interface, an httpx transport's
+``handle_async_request``: the transport given (shared with other backends,
+e.g. one ``pooled_client()`` under every sub-env of ``OrsVectorEnv``), or the
+backend's own pool, made on first use inside the running loop (and again if
+the backend is later used from another loop). Open sessions are pinged by a
+task on that loop.
 """
 
 from __future__ import annotations
@@ -34,14 +32,9 @@ from ors_gym.backends.http._httpx import (
     stream_timeouts,
 )
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._pool import (
-    PooledClient,
-    PooledTransport,
-    ShardedTransport,
-    client_transport,
-    pooled_client,
-)
-from ors_gym.backends.http._settings import SETUP_TIMEOUT_S, configure, url_of
+from ors_gym.backends.http._options import HttpOptions
+from ors_gym.backends.http._pool import pooled_client
+from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import (
@@ -53,8 +46,7 @@ from ors_gym.protocol import (
     Split,
 )
 
-__all__ = ["AsyncHttpBackend", "PooledClient", "PooledTransport", "ShardedTransport",
-           "pooled_client"]
+__all__ = ["AsyncHttpBackend"]
 
 logger = logging.getLogger("ors_gym.http")
 
@@ -67,19 +59,23 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 class AsyncHttpBackend:
     """Talks to an ORS server from asyncio code; every method is a coroutine.
 
-    The settings are ``HttpBackend``'s (see there). ``client`` is an
-    ``httpx.AsyncClient`` to share with other backends (this backend then
-    neither configures nor closes it): a ``pooled_client`` is sent to through
-    its ``PooledTransport``, any other client through its own ``send``.
-    Without it the backend makes its own ``PooledTransport``, keeping up to
-    ``max_keepalive_connections`` idle connections (``max_connections``
-    bounds all of them; None: no bound).
+    ``base_url`` is the server (``http://user:pass@host:port`` sends basic
+    auth; the URL shown anywhere has no user-info). A hosted environment:
+    ``deployment="Namespace/name"`` (sent as ``X-Deployment``; sessions come
+    from ``/create_session``), optionally ``variant`` (one environment class
+    inside it); ``base_url`` and ``api_key`` then default as in the SDK (the
+    session host ``OPENREWARD_SESSION_URL``, else ``sessions.`` +
+    ``OPENREWARD_URL``, and ``OPENREWARD_API_KEY``). ``api_key`` is sent as
+    ``X-API-Key`` and never shown in logs, reprs or errors.
 
-    Requests are handed to the transport's ``handle_async_request`` rather than
-    sent through an ``AsyncClient``: the client's per-request layers (auth
-    flow, redirects, cookies, event hooks, a timeout object) cost more CPU
-    than the pool itself, and the operations already do what an ORS request
-    needs of them (headers, auth, redirects, decoding).
+    The ``HttpOptions`` (timeouts, retries, keepalive, size cap, headers,
+    connection limits) come as ``options=`` or by name
+    (``AsyncHttpBackend(url, call_timeout=60)``), read back as ``options``.
+    ``transport`` is any ``httpx.AsyncBaseTransport`` to send through, shared
+    (the backend does not close it); without one the backend keeps its own
+    ``pooled_client``. Requests are handed to the transport directly rather
+    than through an ``httpx.AsyncClient``, whose per-request layers (auth flow,
+    redirects, cookies, hooks) the operations already do as ORS needs them.
     """
 
     def __init__(
@@ -89,55 +85,38 @@ class AsyncHttpBackend:
         deployment: str | None = None,
         variant: str | None = None,
         api_key: str | None = None,
-        timeout: float = 30.0,
-        connect_timeout: float = 5.0,
-        call_timeout: float | None = None,
-        max_retries: int = 5,
-        backoff: float = 0.5,
-        starting_ride_out: float = 600.0,
-        setup_timeout: float = SETUP_TIMEOUT_S,
-        keepalive_interval: float | None = 30.0,
-        max_response_bytes: int = 64 * 1024 * 1024,
-        headers: Mapping[str, str] | None = None,
-        client: httpx.AsyncClient | None = None,
-        max_connections: int | None = None,
-        max_keepalive_connections: int | None = 100,
+        options: HttpOptions | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        _set_as: str = "AsyncHttpBackend",
+        **option_values: Any,
     ) -> None:
-        self.settings = configure(
-            "AsyncHttpBackend", base_url, keepalive_interval=keepalive_interval,
-            headers=headers, api_key=api_key, timeout=timeout, connect_timeout=connect_timeout,
-            call_timeout=call_timeout, max_retries=max_retries, backoff=backoff,
-            starting_ride_out=starting_ride_out, max_response_bytes=max_response_bytes,
-            setup_timeout=setup_timeout, deployment=deployment, variant=variant,
-        )
+        self.options = HttpOptions.of(options, **option_values)
+        self.settings = configure(_set_as, base_url, self.options, api_key=api_key,
+                                  deployment=deployment, variant=variant)
         self.base_url = self.location = self.settings.location
-        self.headers = dict(headers or {})
-        self.keepalive_interval = keepalive_interval
-        self.max_connections = max_connections
-        self.max_keepalive_connections = max_keepalive_connections
         self._ops = Ops(self.settings, time.monotonic)
-        self._shared_client = client
-        self._shared = None if client is None else client_transport(client)
-        self._init_runtime()
+        self._shared = transport
+        self.forget_sessions()
 
-    def _init_runtime(self) -> None:
+    def forget_sessions(self) -> None:
+        """Forget connections, open sessions and the keepalive task without closing them
+        (they belong to another loop, or to the parent of a forked child)."""
         self._urls: dict[str, tuple[httpx.URL, str]] = {}
-        self._own: PooledTransport | None = None  # the backend's own transport
+        self._own: httpx.AsyncBaseTransport | None = None  # the backend's own transport
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared_client",
-                    "_shared", "_urls"):
+        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls"):
             state.pop(key, None)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._shared_client = self._shared = None
-        self._init_runtime()
+        self._shared = None
+        self.forget_sessions()
 
     def __repr__(self) -> str:
         s = self.settings
@@ -165,7 +144,8 @@ class AsyncHttpBackend:
         loop = asyncio.get_running_loop()
         if self._own is None or self._own_loop is not loop:
             # A transport from another (finished) loop cannot be used or closed here.
-            self._own = PooledTransport(self.max_connections, self.max_keepalive_connections)
+            self._own = pooled_client(self.options.max_connections,
+                                      self.options.max_keepalive_connections)
             self._own_loop = loop
         return self._own
 
@@ -314,7 +294,7 @@ class AsyncHttpBackend:
         """Open a session (one episode) for a task; returns its id.
 
         Give either ``task_spec`` or ``split`` and ``index``; ``toolset`` names a
-        session toolset (see ``HttpBackend.create_session``).
+        session toolset (see ``AsyncBackend.create_session``).
         """
         sid = await self._run(self._ops.create_session(
             env_name, task_spec=task_spec, split=split, index=index, secrets=secrets,
@@ -348,7 +328,7 @@ class AsyncHttpBackend:
     async def score_group(
         self, env_name: str, session_id: str, candidates: Sequence[Mapping[str, Any]]
     ) -> list[GroupScore]:
-        """Score candidate transcripts, index-aligned (see ``HttpBackend.score_group``)."""
+        """Score candidate transcripts, index-aligned (see ``AsyncBackend.score_group``)."""
         return await self._run(self._ops.score_group(env_name, session_id, candidates))
 
     async def delete_session(self, session_id: str) -> None:
@@ -390,12 +370,13 @@ class AsyncHttpBackend:
     # -- keepalive ------------------------------------------------------------------
 
     def _start_keepalive(self) -> None:
-        if self.keepalive_interval is None:
+        interval = self.options.keepalive_interval
+        if interval is None:
             return
         if self._keepalive is not None and not self._keepalive.done():
             return
         self._keepalive = asyncio.get_running_loop().create_task(
-            _keepalive_loop(weakref.ref(self), self.keepalive_interval),
+            _keepalive_loop(weakref.ref(self), interval),
             name=f"ors-keepalive {self.location}",
         )
 

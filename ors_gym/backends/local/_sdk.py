@@ -1,19 +1,83 @@
-"""The ``openreward`` SDK, imported on first use, and the checks its ``Server`` makes.
+"""The ``openreward`` SDK, loaded here and only here, and the checks its ``Server`` makes.
 
-``import ors_gym.backends.local`` works without the SDK; the first in-process
-backend imports it (quietly: its per-call logs are set to ERROR unless
-``OPENREWARD_LOG_LEVEL`` says otherwise) and installs the tool-introspection
-cache that ``_session.dispatch`` turns on inside its own calls.
+``import ors_gym`` works without the SDK. Whatever hosts or serves an
+environment (the in-process backend, ``ors_gym.serving``, the bundled
+classes' registration) loads it through this module: quietly (its per-call
+logs set to ERROR unless ``OPENREWARD_LOG_LEVEL`` says otherwise), with a
+clear error naming the ``local`` extra when it is missing. The in-process
+backend also installs the tool-introspection cache that ``_session.dispatch``
+turns on inside its own calls.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
 
 from ors_gym._compat import openreward as _sdk_compat
+from ors_gym._compat.sse_starlette import exit_listener_per_loop
+from ors_gym.errors import OrsDependencyError
 
-__all__ = ["load_sdk", "sdk", "validate"]
+__all__ = ["load_environment_classes", "load_sdk", "quiet_sdk_logging", "require_sdk", "sdk",
+           "validate"]
+
+
+def quiet_sdk_logging(level: str = "ERROR") -> None:
+    """SDK defaults, set just before ors_gym imports the SDK: no update check; only errors.
+
+    The SDK logs every tool call at INFO and every agent mistake at WARNING: a line per
+    step in a training loop. It reads its log level from ``OPENREWARD_LOG_LEVEL`` when
+    it is imported and its update switch ``OPENREWARD_DISABLE_UPDATE_CHECK`` when a
+    server starts, and offers no other public switch, so these two variables are set,
+    only where the user has not set them, and only by the code that is about to import
+    the SDK (serving, the in-process backend, a bundled class's first load), never by
+    ``import ors_gym``. Set ``OPENREWARD_LOG_LEVEL`` yourself to see the SDK's lines.
+    """
+    os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+    os.environ.setdefault("OPENREWARD_LOG_LEVEL", level)
+
+
+def require_sdk() -> Any:
+    """``openreward.environments``, imported quietly; ``OrsDependencyError`` without it."""
+    quiet_sdk_logging()
+    try:
+        import openreward.environments as environments
+    except ImportError as exc:  # pragma: no cover - exercised without the extra
+        raise OrsDependencyError(
+            "the openreward SDK is needed to host or serve environments: "
+            "pip install 'ors-gym[local]'"
+        ) from exc
+    exit_listener_per_loop()  # several servers in one process each stream SSE
+    return environments
+
+
+def load_environment_classes(specs: Sequence[str | type]) -> list[type]:
+    """Resolve ``module:Class`` strings (or classes) to SDK Environment classes."""
+    environments = require_sdk()
+    classes: list[type] = []
+    for spec in specs:
+        if isinstance(spec, str):
+            module_name, sep, attr = spec.partition(":")
+            if not sep or not module_name or not attr:
+                raise ValueError(
+                    f"environment {spec!r} is not of the form 'module:Class' "
+                    "(for example 'ors_gym.envs.math:Math')"
+                )
+            try:
+                cls = getattr(importlib.import_module(module_name), attr)
+            except (ImportError, AttributeError) as exc:
+                raise ValueError(f"cannot load environment {spec!r}: {exc}") from exc
+        else:
+            cls = spec
+        if not (isinstance(cls, type) and issubclass(cls, environments.Environment)):
+            raise TypeError(
+                f"{spec!r} is not a subclass of openreward.environments.Environment"
+            )
+        classes.append(cls)
+    return classes
 
 #: The SDK's names this package uses, once loaded (``load_sdk``).
 sdk: Any = None
@@ -22,11 +86,9 @@ sdk: Any = None
 def load_sdk() -> Any:
     """Import the SDK once, quietly, and bring already-imported SDK loggers to the chosen level."""
     global sdk
-    from ors_gym.serving import _require_sdk, quiet_sdk_logging
-
     quiet_sdk_logging()
     if sdk is None:
-        environments = _require_sdk()  # raises OrsDependencyError naming the `local` extra
+        environments = require_sdk()  # raises OrsDependencyError naming the `local` extra
         from openreward.environments import session, types, utils
 
         sdk = SimpleNamespace(

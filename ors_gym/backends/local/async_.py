@@ -77,11 +77,9 @@ class AsyncLocalBackend:
                 "subclass or a 'module:Class' string such as 'ors_gym.envs.math:Math'"
             )
         _sdk.load_sdk()
-        from ors_gym.serving import load_environment_classes
-
         self._specs = specs
         self._classes: dict[str, Any] = {}
-        for cls in load_environment_classes(specs):
+        for cls in _sdk.load_environment_classes(specs):
             key = cls.name().lower()  # type: ignore[attr-defined]
             if key in self._classes:
                 raise ValueError(

@@ -14,6 +14,7 @@ import json
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,6 +27,7 @@ from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.backends.http._settings import hosted_location
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
+from ors_gym.envs.echo import Echo
 from ors_gym.errors import OrsAuthError, OrsError, OrsRequestError
 from ors_gym.registration import hosted_id, register_hosted
 from ors_gym.secret import Secret
@@ -55,6 +57,8 @@ def door(door_app: tuple[FrontDoor, str]) -> Iterator[tuple[FrontDoor, str]]:
     app.rate_limit_every = None
     yield app, url
     app.rate_limit_every = None
+    app.require_user_agent = False
+    app.bad_gateway = app.cut_after_task_id = 0
 
 
 @pytest.fixture
@@ -446,3 +450,95 @@ def test_an_unreachable_host_names_the_variables_and_the_missing_key(
     assert f"session host {url} from OPENREWARD_SESSION_URL" in text
     assert "no API key is set (OPENREWARD_API_KEY is empty" in text
     assert "ors-gym serve" not in text  # not a local server
+
+
+# -- a front door's faults, as a CDN or a proxy makes them --------------------------------
+
+
+def _calls(seen: list[Seen]) -> list[Seen]:
+    return [s for s in seen if s.path.endswith("/call")]
+
+
+def test_every_request_says_who_asks_and_what_it_accepts(door: tuple[FrontDoor, str]) -> None:
+    from ors_gym.backends.http._codec import USER_AGENT
+
+    app, url = door
+    app.require_user_agent = True  # a CDN refusing requests that name no client
+    with OrsEnv(deployment=DEPLOYMENT, base_url=url, api_key=KEY) as env:
+        _episode(env)
+    seen = app.requests()
+    assert seen and all(s.status < 400 for s in seen), [(s.path, s.status) for s in seen]
+    assert {s.headers["user-agent"] for s in seen} == {USER_AGENT}
+    assert USER_AGENT.startswith("ors-gym/") and " python-httpx/" in USER_AGENT
+    for s in seen:
+        streamed = s.path in ("/create_session",) or s.path.endswith("/call")
+        assert s.headers["accept"] == ("text/event-stream" if streamed else "application/json")
+
+
+def test_a_refusal_that_does_not_name_the_key_is_not_blamed_on_it(
+    door: tuple[FrontDoor, str],
+) -> None:
+    app, url = door
+    app.require_user_agent = True
+    backend = HttpBackend(deployment=DEPLOYMENT, base_url=url, api_key=KEY,
+                          headers={"User-Agent": ""})
+    with backend, pytest.raises(OrsAuthError) as err:
+        backend.create_session(DEPLOYMENT, split="train", index=0)
+    text = str(err.value)
+    assert err.value.status_code == 403 and "(403)" in text
+    assert "an HTML page titled '403 Forbidden'" in text
+    assert "does not blame the API key" in text and "OPENREWARD_API_KEY" not in text
+
+
+def test_a_bad_gateway_page_before_the_call_started_is_retried_and_the_tool_runs_once(
+    door: tuple[FrontDoor, str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    app, url = door
+    token = uuid.uuid4().hex
+    with OrsEnv(deployment=DEPLOYMENT, base_url=url, api_key=KEY, backoff=0.01) as env:
+        env.reset(options=TRAIN0)
+        app.clear()
+        app.bad_gateway = 2  # nginx's page while a backend moves
+        with caplog.at_level(logging.WARNING, logger="ors_gym"):
+            obs, *_ = env.step({"tool_calls": [
+                {"name": "slow_count", "arguments": {"token": token}}]})
+    assert "1" in obs["text"] and Echo.counts[token] == 1
+    assert [s.status for s in _calls(app.requests())] == [502, 502, 200]
+    [line] = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert "(502): an HTML page titled '502 Bad Gateway'" in line
+    assert "the tool had not started" in line and "retrying the tool call 'slow_count'" in line
+    assert "up to 5 more times" in line and "cannot reach" not in line
+    _no_key_anywhere(line)
+
+
+def test_a_stream_cut_after_its_task_id_is_resumed_with_a_warning_that_says_so(
+    door: tuple[FrontDoor, str], caplog: pytest.LogCaptureFixture,
+) -> None:
+    app, url = door
+    token = uuid.uuid4().hex
+    with OrsEnv(deployment=DEPLOYMENT, base_url=url, api_key=KEY, backoff=0.01) as env:
+        env.reset(options=TRAIN0)
+        app.clear()
+        app.cut_after_task_id = 1
+        with caplog.at_level(logging.WARNING, logger="ors_gym"):
+            obs, *_ = env.step({"tool_calls": [
+                {"name": "slow_count", "arguments": {"token": token, "seconds": 0.3}}]})
+    assert "1" in obs["text"] and Echo.counts[token] == 1  # resumed, not run again
+    assert len(_calls(app.requests())) == 2
+    [line] = [r.getMessage() for r in caplog.records if "retrying" in r.getMessage()]
+    assert "the stream was cut after the server acknowledged the call as task" in line
+    assert "resumed by that task_id, so the tool runs once" in line
+    assert "up to 5 more times" in line
+    assert "cannot reach" not in line and "API key" not in line
+
+
+def test_each_session_id_is_given_back_once_at_close(door: tuple[FrontDoor, str]) -> None:
+    app, url = door
+    with OrsEnv(deployment=DEPLOYMENT, base_url=url, api_key=KEY) as env:
+        _episode(env)
+        env.reset(options=TRAIN0)
+    given_back = [s.headers["x-session-id"] for s in app.requests()
+                  if s.path == "/delete_session"]
+    assert given_back and len(given_back) == len(set(given_back)), given_back
+    issued = [s for s in app.requests() if s.path == "/create_session"]
+    assert len(given_back) == len(issued)  # every id once: the discovery id and two episodes

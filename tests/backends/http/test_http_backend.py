@@ -14,9 +14,10 @@ import pickle
 import socket
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from openreward.environments import RunToolOutput as SdkRunToolOutput
@@ -25,7 +26,7 @@ from openreward.environments import Server
 from PIL import Image
 
 from ors_gym.backends import Backend
-from ors_gym.backends.http import HttpBackend
+from ors_gym.backends.http import HttpBackend, pooled_client
 from ors_gym.envs._common import text_output
 from ors_gym.envs.counter import Counter
 from ors_gym.envs.echo import Echo
@@ -439,19 +440,25 @@ def test_500_is_never_retried(faulty: tuple[FaultyApp, str]) -> None:
     assert app.hits["/echo/tools"] == 1
 
 
-def test_gateway_error_before_acknowledgement_is_not_resent(
-    faulty: tuple[FaultyApp, str],
+@pytest.mark.parametrize("status", [429, 502, 503, 504])
+def test_a_gateway_answer_before_the_call_started_is_resent_and_the_tool_runs_once(
+    faulty: tuple[FaultyApp, str], status: int,
 ) -> None:
     app, url = faulty
     token = uuid.uuid4().hex
+    page = b"<html><head><title>Gateway</title></head><body>down</body></html>"
     with HttpBackend(url, max_retries=5, backoff=0.01) as b:
         sid = _echo_session(b)
-        app.add(Fault("/echo/call", 502, times=5))
-        with pytest.raises(OrsServerError) as err:
-            b.call("echo", sid, "slow_count", {"token": token})
-        assert err.value.status_code == 502
-        assert app.hits["/echo/call"] == 1
-        assert Echo.counts.get(token, 0) == 0
+        app.add(Fault("/echo/call", status, times=2, body=page, content_type="text/html"))
+        result = b.call("echo", sid, "slow_count", {"token": token})
+        assert result.ok and app.hits["/echo/call"] == 3
+        assert Echo.counts[token] == 1
+        app.add(Fault("/echo/call", status, times=10, body=page, content_type="text/html"))
+        with HttpBackend(url, max_retries=1, backoff=0.01) as spent, \
+                pytest.raises(OrsServerError if status != 429 else OrsRequestError) as err:
+            spent.call("echo", sid, "slow_count", {"token": token})
+        assert err.value.status_code == status and "gave up after 2 tries" in str(err.value)
+        assert Echo.counts[token] == 1  # the budget ran out; the tool never ran again
 
 
 def test_messages_falls_back_to_prompt_once(faulty: tuple[FaultyApp, str]) -> None:
@@ -617,3 +624,38 @@ def test_a_forked_child_uses_and_closes_its_own_copy(srv: ServerThread) -> None:
     assert backend.open_sessions == {sid}  # the parent's session was left to the parent
     assert _text(backend.call("echo", sid, "echo", {"text": "parent"})) == "parent"
     backend.close()
+
+
+@pytest.mark.parametrize("make", [lambda: httpx.AsyncHTTPTransport(), lambda: pooled_client()],
+                         ids=["httpx", "pooled_client"])
+def test_any_httpx_transport_carries_the_backend_and_stays_its_owners(
+    srv: ServerThread, make: Callable[[], httpx.AsyncBaseTransport]
+) -> None:
+    from ors_gym.backends.http import AsyncHttpBackend
+
+    async def main() -> None:
+        transport = make()
+        async with AsyncHttpBackend(srv.url, transport=transport) as backend:
+            sid = await backend.create_session("echo", split="train", index=0)
+            result = await backend.call("echo", sid, "echo", {"text": "via"})
+            assert "via" in str(result)
+        # The backend closed its sessions, not the shared transport: it still sends.
+        async with AsyncHttpBackend(srv.url, transport=transport) as again:
+            assert (await again.health())["status"] == "ok"
+        await transport.aclose()
+
+    asyncio.run(main())
+
+
+def test_both_faces_take_one_options_object_and_probe(srv: ServerThread) -> None:
+    from ors_gym.backends.http import AsyncHttpBackend, HttpOptions
+
+    options = HttpOptions(call_timeout=9.0, max_retries=1)
+    with HttpBackend(srv.url, options=options, backoff=0.01) as face:
+        assert face.options == options.replace(backoff=0.01)
+        face.probe()
+    assert AsyncHttpBackend(srv.url, options=options).options is options
+    with pytest.raises(TypeError, match="did you mean 'call_timeout'"):
+        HttpBackend(srv.url, call_timout=1)
+    with pytest.raises(ValueError, match="call_timeout must be a positive number"):
+        HttpBackend(srv.url, call_timeout=0)

@@ -273,7 +273,7 @@ def test_redirect_within_the_server_keeps_headers() -> None:
 
 
 def test_redirect_to_another_origin_drops_credentials() -> None:
-    ops = Ops(Settings(location=URL, api_key="sk-SECRET", headers=(("X-Team", "t1"),),
+    ops = Ops(Settings(location=URL, api_key="sk-SECRET", headers={"X-Team": "t1"},
                        basic_auth="Basic dTpw"), Clock())
     op = ops.create_session("echo", split="train", index=0, secrets={"TOKEN": "s3cr3t"})
     ops.env_names = ["echo"]
@@ -379,9 +379,16 @@ def test_body_decoder_takes_raw_deflate_and_refuses_stacked_codings() -> None:
         BodyDecoder("gzip, gzip", max_bytes=100, what="t", where=WHERE)
 
 
-def test_endless_pings_end_at_call_timeout() -> None:
+@pytest.mark.parametrize(("set_as", "hint"), [
+    ("env", "Raise gym.make(..., call_timeout=...) or OrsEnv(call_timeout=...)"),
+    ("HttpBackend", "Raise HttpBackend(call_timeout=...)"),
+    ("AsyncHttpBackend", "Raise AsyncHttpBackend(call_timeout=...)"),
+])
+def test_endless_pings_end_at_call_timeout_named_as_the_user_set_it(
+    set_as: str, hint: str
+) -> None:
     clock = Clock()
-    op = _ops(clock, call_timeout=3.0).call("echo", SID, "echo", {"text": "x"})
+    op = _ops(clock, call_timeout=3.0, set_as=set_as).call("echo", SID, "echo", {"text": "x"})
     step = _send(op, None)
     assert isinstance(step, Stream) and step.read_timeout == 3.0
 
@@ -391,9 +398,11 @@ def test_endless_pings_end_at_call_timeout() -> None:
             clock.now += 0.5
             yield b": ping\r\n\r\n"
 
-    with pytest.raises(OrsTimeoutError, match=r"call_timeout=3\.0"):
+    with pytest.raises(OrsTimeoutError, match=r"call_timeout=3\.0") as err:
         _perform(step, pings())
     assert clock.now <= 3.5  # cut off by the first piece after the deadline
+    assert hint in str(err.value)
+    assert ("HttpBackend" in str(err.value)) == (set_as != "env")
 
 
 def test_events_after_the_result_are_ignored() -> None:
@@ -445,8 +454,7 @@ def test_unacknowledged_call_is_not_resent() -> None:
         op.send(Failure("refused", "ConnectError", "refused"))  # fails at once, no Sleep
     op = _ops(max_retries=3).call("echo", SID, "echo", {})
     _send(op, None)
-    with pytest.raises(OrsServerError, match=r"\(502\)"):
-        op.send(Answer(502, {}, b"bad gateway"))  # it may have run
+    assert _send(op, Answer(502, {}, b"bad gateway")) == Sleep(0.5)  # never started: resend
     op = _ops(max_retries=3, backoff=0.1).call("echo", SID, "echo", {})
     _send(op, None)
     assert _send(op, Answer(503, {}, b"busy")) == Sleep(0.1)  # refused unprocessed: resend
@@ -470,3 +478,26 @@ def _forever(head: bytes, filler: bytes) -> Iterator[bytes]:
     while True:
         yield filler
 
+
+
+_SSE_STREAMS = [
+    "event: task_id\ndata: abc\n\n",
+    "data: one\ndata: two\n\n: ping\n\nevent: end\ndata: {\"ok\": true}\n\n",
+    "event: chunk\r\ndata:no space\r\n\r\nevent: end\rdata: x\r\r",
+    "id: 7\nretry: 10\nfoo: bar\ndata: a: b\n\ndata\n\n",
+    "data: caf\u00e9 \u2713\n\nevent: end\ndata: last\n\n",
+]
+
+
+@pytest.mark.parametrize("text", _SSE_STREAMS)
+@pytest.mark.parametrize("piece", [1, 3, 1000])
+def test_sse_is_parsed_as_httpx_sse_parses_it(text: str, piece: int) -> None:
+    import httpx
+    from httpx_sse import EventSource
+
+    raw = text.encode()
+    parser = SSEParser()
+    ours = [e for start in range(0, len(raw), piece) for e in parser.feed(raw[start:start + piece])]
+    response = httpx.Response(200, headers={"content-type": "text/event-stream"}, content=raw)
+    theirs = [(e.event, e.data) for e in EventSource(response).iter_sse()]
+    assert ours == theirs and ours

@@ -24,14 +24,7 @@ import pytest
 
 from ors_gym.backends.http._aio import poll_readable, select_readable
 from ors_gym.backends.http._http11 import Http11Pool
-from ors_gym.backends.http._pool import (
-    ClientTransport,
-    PooledClient,
-    PooledTransport,
-    ShardedTransport,
-    client_transport,
-    pooled_client,
-)
+from ors_gym.backends.http._pool import PooledTransport, pooled_client
 
 TIMEOUTS = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
 _Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
@@ -281,63 +274,17 @@ def test_bad_limits_are_refused_by_name(kwargs: dict[str, int], match: str) -> N
         PooledTransport(**kwargs)
 
 
-def test_a_pooled_client_is_sent_through_its_transport_any_other_through_itself() -> None:
-    async def redirect(target: bytes, writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 302 Found\r\nLocation: /elsewhere\r\nContent-Length: 0\r\n\r\n")
-        return True
-
-    async def main() -> None:
-        pooled = pooled_client()
-        assert client_transport(pooled) is pooled.transport
-        async with _Server(redirect) as server:
-            plain = httpx.AsyncClient(headers={"X-Client": "kept"}, follow_redirects=True)
-            transport = client_transport(plain)
-            assert isinstance(transport, ClientTransport)
-            response = await transport.handle_async_request(httpx.Request(
-                "POST", server.url + "/call", headers={"X-Session-ID": "s"}, content=b"{}",
-                extensions={"timeout": TIMEOUTS}))
-            await response.aread()
-            await transport.aclose()  # the client is its owner's to close: still usable
-            still = await plain.get(server.url + "/x", follow_redirects=False)
-            assert still.status_code == 302
-            await plain.aclose()
-        assert response.status_code == 302  # returned, not followed: the operations follow
-        _, headers, body = server.requests[0]
-        assert headers[b"x-client"] == b"kept" and headers[b"x-session-id"] == b"s"
-        assert body == b"{}"
-        await pooled.aclose()
-
-    _run(main())
-
-
-def test_the_old_sharded_names_still_work_and_warn() -> None:
+def test_pooled_client_is_one_shared_transport_any_client_can_mount() -> None:
     async def main() -> None:
         async with _Server() as server:
-            with pytest.warns(DeprecationWarning, match="shards are ignored"):
-                transport = ShardedTransport(4, max_connections=3)
-            assert transport._pool._max == 3
-            with pytest.warns(DeprecationWarning, match="shards=.... is deprecated"):
-                client = pooled_client(None, 8, shards=2)
-            with pytest.warns(DeprecationWarning, match="use PooledClient.transport"):
-                assert client.pool is client.transport
-            response = await client.get(server.url + "/hello")
-            assert response.text == "ok /hello"
-            await client.aclose()
-            await transport.aclose()
-
-    _run(main())
-
-
-def test_pooled_client_is_an_async_client_over_one_transport() -> None:
-    async def main() -> None:
-        async with _Server() as server:
-            client = pooled_client(max_connections=1)
-            assert isinstance(client, PooledClient)
+            pool = pooled_client(max_connections=1)
+            assert isinstance(pool, PooledTransport)
+            client = httpx.AsyncClient(transport=pool)
             answers = await asyncio.gather(*(client.get(f"{server.url}/{i}") for i in range(4)))
             assert [a.text for a in answers] == [f"ok /{i}" for i in range(4)]
             await client.aclose()
             with pytest.raises(httpx.ConnectError):
-                await pooled_client().get("http://127.0.0.1:1/")
+                await httpx.AsyncClient(transport=pooled_client()).get("http://127.0.0.1:1/")
         assert server.accepted == 1
 
     _run(main())

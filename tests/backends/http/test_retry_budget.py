@@ -15,6 +15,7 @@ import gymnasium as gym
 import pytest
 from openreward.environments import Server
 
+from ors_gym.backends.http._options import HttpOptions, option_names
 from ors_gym.envs.echo import Echo
 from ors_gym.errors import OrsError
 from ors_gym.serving import load_environment_classes
@@ -47,7 +48,9 @@ def test_a_lost_server_warns_at_the_first_retry_and_counts_the_tries(
         app.reset()
         env.close()
     assert "gave up after 3 tries over" in str(err.value)
-    assert "max_retries=2: the env option max_retries sets it" in str(err.value)
+    assert ("max_retries=2; raise it with gym.make(..., max_retries=...) or "
+            "OrsEnv(max_retries=...)") in str(err.value)
+    assert "HttpBackend" not in str(err.value)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     retry_lines = [w for w in warnings if "retrying the" in w]
     assert len(retry_lines) == 1, warnings  # the first retry only
@@ -56,7 +59,13 @@ def test_a_lost_server_warns_at_the_first_retry_and_counts_the_tries(
     assert "session=" in line and "ran out" not in line
 
 
-def test_max_retries_is_an_env_option_with_the_http_default() -> None:
-    assert EnvSettings().max_retries is None  # the HTTP backend's own default (5)
-    assert EnvSettings(max_retries=1).backend_kwargs()["max_retries"] == 1
-    assert "max_retries" not in EnvSettings().backend_kwargs()
+def test_every_http_option_is_an_env_option_by_its_own_name() -> None:
+    assert EnvSettings().http == HttpOptions()  # the HTTP backend's own defaults
+    assert EnvSettings.from_options({"max_retries": 1}).http.max_retries == 1
+    settings = EnvSettings.from_options({"call_timeout": 7, "backend_options": {"backoff": 0.1}})
+    assert (settings.http.call_timeout, settings.http.backoff) == (7, 0.1)
+    for name in option_names():  # reachable by name, and refused when misspelled
+        with pytest.raises(TypeError, match=f"did you mean '{name}'"):
+            EnvSettings.from_options({name + "x": 1})
+    with pytest.raises(TypeError, match="given both by name and in backend_options"):
+        EnvSettings.from_options({"timeout": 1, "backend_options": {"timeout": 2}})
