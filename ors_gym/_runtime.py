@@ -4,8 +4,8 @@ A runtime owns ONE private event loop (never one per call). Two kinds of
 thread drive it:
 
 - **A caller**: ``run(coro)`` runs the coroutine on the loop in the calling
-  thread itself, so a call that never waits costs one loop pass and no
-  thread hop. When several threads call at once, one drives while the others
+  thread itself, its first step at once (``_compat.asyncio.run_first_step``),
+  so a call that never waits costs no loop pass and no thread hop. When several threads call at once, one drives while the others
   hand their coroutine to the running loop and wait; whoever finds the loop
   idle takes over. A thread already running a loop of its own (Jupyter,
   ``asyncio.run``) is blocked for the duration of a blocking call anyway, so
@@ -14,8 +14,8 @@ thread drive it:
 - **The background driver**, a daemon thread, for work that must go on while
   no caller drives: the keepalive pings of open HTTP sessions while the policy
   thinks, the vector env's pipelined ``send``, deletions it left behind.
-  ``call_soon`` wakes it at once; when a caller leaves tasks pending on the
-  loop, it takes over after ``IDLE_GRACE_S`` without a call (so back-to-back
+  When a caller leaves tasks pending on the loop, it takes over after
+  ``IDLE_GRACE_S`` without a call (at once after ``drive_in_background``) (so back-to-back
   calls never hop threads), and it stops driving once no task is left. A
   caller that arrives while it drives hands its coroutine over and asks it to
   stop, so the next call is driven by the caller again.
@@ -36,7 +36,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ors_gym._compat.asyncio import get_running_loop_or_none, running_loop_set_aside
+from ors_gym._compat.asyncio import (
+    get_running_loop_or_none,
+    new_event_loop,
+    run_first_step,
+    running_loop_set_aside,
+)
 
 __all__ = ["IDLE_GRACE_S", "Runtime", "blocking", "finish_loop"]
 
@@ -72,7 +77,7 @@ class Runtime:
         self._waiting = 0  # threads in _join; a releasing driver notifies only if any
         self._loop: asyncio.AbstractEventLoop | None = None
         self._driver: threading.Thread | None = None
-        self._kicked = False  # call_soon work waits: the driver starts at once
+        self._kicked = False  # drive_in_background was asked: the driver starts at once
         self._idle_since: float | None = None  # tasks left pending by a caller, since
         self._background = False  # the driver is inside run_forever (read on the loop)
         self._closing = False
@@ -87,7 +92,7 @@ class Runtime:
         if loop is None:
             with self._cond:
                 if self._loop is None:
-                    self._loop = asyncio.new_event_loop()
+                    self._loop = new_event_loop()
                     self._loop.set_task_factory(self._track)
                 loop = self._loop
         return loop
@@ -123,9 +128,9 @@ class Runtime:
                 self._release()
         return self._join(loop, coro)
 
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the loop soon, from any thread, whether or not anyone calls."""
-        self.loop.call_soon_threadsafe(fn, *args)
+    def drive_in_background(self) -> None:
+        """Have the background driver drive the tasks left pending at once, rather than
+        after ``IDLE_GRACE_S`` (work a caller started that must go on while it is away)."""
         with self._cond:
             self._kicked = True
             self._ensure_driver()
@@ -278,8 +283,8 @@ class Runtime:
         if loop is None or self._closing:
             return
         if not self._drive.acquire(False):
-            # A caller drives. It notes pending tasks when it releases, but work handed
-            # to call_soon may not be a task yet: look again after the grace period.
+            # A caller drives. It notes pending tasks when it releases; look again after
+            # the grace period all the same.
             with self._cond:
                 self._idle_since = time.monotonic()
             return
@@ -324,13 +329,9 @@ def _run_on(loop: asyncio.AbstractEventLoop, aw: Awaitable[_T]) -> _T:
     with running_loop_set_aside():
         if not asyncio.iscoroutine(aw):
             return loop.run_until_complete(aw)
-        # One loop pass runs the task's first step, then the stop queued behind it:
-        # a call that never waits costs one pass instead of the two run_until_complete
-        # makes (the second only runs its done-callback). A call that waits is carried
-        # on to completion.
-        task = asyncio.Task(aw, loop=loop)  # not through the task factory: not background
-        loop.call_soon(loop.stop)
-        loop.run_forever()
+        # The task's first step runs at once, here: a call that never waits costs no
+        # loop pass. A call that waits is carried on to completion by the loop.
+        task = run_first_step(loop, aw)  # not through the task factory: not background
         if not task.done():
             return loop.run_until_complete(task)
         return task.result()

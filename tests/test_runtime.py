@@ -47,12 +47,6 @@ def test_a_task_left_pending_goes_on_after_the_call(runtime: Runtime) -> None:
     assert finished.wait(10)  # the background driver ran it: no call came
 
 
-def test_call_soon_runs_with_no_caller(runtime: Runtime) -> None:
-    ran = threading.Event()
-    runtime.call_soon(ran.set)
-    assert ran.wait(10)
-
-
 def test_works_inside_a_running_loop(runtime: Runtime) -> None:
     async def notebook_cell() -> int:
         outer = asyncio.get_running_loop()
@@ -89,7 +83,16 @@ def test_many_threads_at_once(runtime: Runtime) -> None:
 def test_close_ends_the_background_driver() -> None:
     rt = Runtime("closing")
     ran = threading.Event()
-    rt.call_soon(ran.set)
+
+    async def later() -> None:
+        await asyncio.sleep(0.01)
+        ran.set()
+
+    async def start() -> None:
+        asyncio.get_running_loop().create_task(later())
+
+    rt.run(start())
+    rt.drive_in_background()
     assert ran.wait(10)
     driver = rt._driver
     assert driver is not None
