@@ -5,9 +5,10 @@ thread drive it:
 
 - **A caller**: ``run(coro)`` runs the coroutine on the loop in the calling
   thread itself, its first step at once (``_compat.asyncio.run_first_step``),
-  so a call that never waits costs no loop pass and no thread hop. When several threads call at once, one drives while the others
-  hand their coroutine to the running loop and wait; whoever finds the loop
-  idle takes over. A thread already running a loop of its own (Jupyter,
+  so a call that never waits costs no loop pass and no thread hop. When
+  several threads call at once, one drives while the others hand their
+  coroutine to the running loop and wait; whoever finds the loop idle takes
+  over. A thread already running a loop of its own (Jupyter,
   ``asyncio.run``) is blocked for the duration of a blocking call anyway, so
   the private loop runs there too, with that thread's running-loop marker set
   aside and restored.
@@ -15,8 +16,9 @@ thread drive it:
   no caller drives: the keepalive pings of open HTTP sessions while the policy
   thinks, the vector env's pipelined ``send``, deletions it left behind.
   When a caller leaves tasks pending on the loop, it takes over after
-  ``IDLE_GRACE_S`` without a call (at once after ``drive_in_background``) (so back-to-back
-  calls never hop threads), and it stops driving once no task is left. A
+  ``IDLE_GRACE_S`` without a call, so back-to-back calls never hop threads
+  (at once after ``drive_in_background``), and it stops driving once no task
+  is left. A
   caller that arrives while it drives hands its coroutine over and asks it to
   stop, so the next call is driven by the caller again.
 
