@@ -23,7 +23,6 @@ import asyncio
 import contextvars
 import sys
 from collections.abc import Callable, Coroutine
-from types import TracebackType
 from typing import Any, TypeVar
 
 from ors_gym._compat._versions import note_fallback
@@ -81,12 +80,7 @@ class _SetAside:
             asyncio._set_running_loop(None)
         return outer
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         if self._outer is not None:
             asyncio._set_running_loop(self._outer)
 
