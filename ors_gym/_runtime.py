@@ -40,7 +40,6 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ors_gym._compat.asyncio import (
     get_running_loop_or_none,
-    new_event_loop,
     run_first_step,
     running_loop_set_aside,
 )
@@ -94,7 +93,7 @@ class Runtime:
         if loop is None:
             with self._cond:
                 if self._loop is None:
-                    self._loop = new_event_loop()
+                    self._loop = asyncio.new_event_loop()
                     self._loop.set_task_factory(self._track)
                 loop = self._loop
         return loop
@@ -112,8 +111,12 @@ class Runtime:
         # A finished task leaves the set by a callback the loop may not have run yet.
         return bool(self._tasks) and any(not task.done() for task in list(self._tasks))
 
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``coro`` on the private loop from any thread; returns its result."""
+    def run(self, coro: Coroutine[Any, Any, _T], *, leave_driver: bool = False) -> _T:
+        """Run ``coro`` on the private loop from any thread; returns its result.
+
+        ``leave_driver``: if the background driver is driving, hand ``coro`` to it and
+        wait, rather than asking it to stop (work that goes on in the background).
+        """
         loop = self.loop
         if get_running_loop_or_none() is loop:
             coro.close()
@@ -128,7 +131,7 @@ class Runtime:
                 return _run_on(loop, coro)
             finally:
                 self._release()
-        return self._join(loop, coro)
+        return self._join(loop, coro, stop_background=not leave_driver)
 
     def drive_in_background(self) -> None:
         """Have the background driver drive the tasks left pending at once, rather than
@@ -202,13 +205,15 @@ class Runtime:
                 if notify:
                     self._cond.notify_all()
 
-    def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:
+    def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T],
+              stop_background: bool = True) -> _T:
         # Another thread is driving: hand the coroutine to the running loop, and take
         # over the driving if that thread finishes first (the background driver is
-        # asked to finish).
+        # asked to finish, unless told otherwise).
         done = asyncio.run_coroutine_threadsafe(coro, loop)
         done.add_done_callback(self._wake)
-        self._stop_background(loop)
+        if stop_background:
+            self._stop_background(loop)
         take_over = False
         with self._cond:
             self._waiting += 1

@@ -192,6 +192,9 @@ def test_a_caller_arriving_while_the_background_driver_drives_is_served_then_dri
         return threading.current_thread()
 
     try:
+        # Left with the driver: the call runs there, and the driver goes on driving.
+        assert runtime.run(where(), leave_driver=True) is driver
+        assert runtime.run(where(), leave_driver=True) is driver
         assert runtime.run(_value(4)) == 4  # joined onto the running loop, or taken over
         assert runtime.run(where()) is threading.current_thread()  # the caller drives again
     finally:

@@ -10,11 +10,12 @@ event loop implementations) clears and restores the mark. Without it (outside
 ``Runtime.run`` starts a coroutine as a task whose first step runs at once in
 the calling thread, as Python 3.12's eager tasks do inside a running loop: a
 call that never waits then costs no loop pass (``run_forever``, a selector
-poll). ``EagerLoop`` takes the first step a new ``Task`` schedules through
-``call_soon`` (as the task classes of every verified Python do), and
-``run_first_step`` runs it with the loop marked running and its async
-generator hooks set, as a loop pass would; elsewhere the step is scheduled
-as usual and the caller runs the loop.
+poll). ``run_first_step`` takes the first step a new ``Task`` schedules
+through its loop's ``call_soon`` (as the task classes of every verified
+Python do), shadowing that method on the loop for the task's construction
+only, and runs it with the loop marked running and its async generator hooks
+set, as a loop pass would; elsewhere the step is scheduled as usual and the
+caller runs the loop.
 """
 
 from __future__ import annotations
@@ -27,10 +28,7 @@ from typing import Any, TypeVar
 
 from ors_gym._compat._versions import note_fallback
 
-__all__ = [
-    "VERIFIED", "EagerLoop", "get_running_loop_or_none", "new_event_loop", "run_first_step",
-    "running_loop_set_aside",
-]
+__all__ = ["VERIFIED", "get_running_loop_or_none", "run_first_step", "running_loop_set_aside"]
 
 _T = TypeVar("_T")
 
@@ -95,50 +93,36 @@ def running_loop_set_aside() -> _SetAside:
     return _SetAside()
 
 
-class EagerLoop(asyncio.SelectorEventLoop):
-    """A selector loop whose ``run_first_step`` runs a new task's first step in place."""
-
-    _first_step: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] | None = None
-
-    def call_soon(  # type: ignore[override]
-        self, callback: Callable[..., Any], *args: Any,
-        context: contextvars.Context | None = None,
-    ) -> asyncio.Handle | None:
-        taken = self._first_step
-        if taken is not None and not taken:  # a new Task scheduling its first step
-            taken.append((callback, args, context))
-            return None  # Task ignores the handle
-        return super().call_soon(callback, *args, context=context)
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """An ``EagerLoop`` under asyncio's default policy on a verified Python, else the
-    policy's own loop (uvloop's, say)."""
-    default = asyncio.DefaultEventLoopPolicy
-    if _PRIVATE and type(asyncio.get_event_loop_policy()) is default and \
-            default._loop_factory is asyncio.SelectorEventLoop:  # type: ignore[attr-defined]
-        return EagerLoop()
-    return asyncio.new_event_loop()
-
 
 def run_first_step(loop: asyncio.AbstractEventLoop,
                    coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
     """A task of ``coro`` on ``loop`` (not running), its first step already run in this
-    thread where ``loop`` is an ``EagerLoop``; the caller runs the loop if it is not done."""
-    if not isinstance(loop, EagerLoop):
-        return asyncio.Task(coro, loop=loop)
+    thread where the loop allows it; the caller runs the loop if it is not done."""
+    first_iter = getattr(loop, "_asyncgen_firstiter_hook", None)
+    finalizer = getattr(loop, "_asyncgen_finalizer_hook", None)
     taken: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = []
-    loop._first_step = taken
+
+    def take(callback: Callable[..., Any], *args: Any,
+             context: contextvars.Context | None = None) -> None:
+        taken.append((callback, args, context))
+
+    if not _PRIVATE or first_iter is None or finalizer is None:
+        return asyncio.Task(coro, loop=loop)
+    try:
+        loop.call_soon = take  # type: ignore[method-assign,assignment]
+    except AttributeError:  # a loop without an instance dict (uvloop's)
+        return asyncio.Task(coro, loop=loop)
     try:
         task = asyncio.Task(coro, loop=loop)
     finally:
-        loop._first_step = None
-    if not taken:  # scheduled as usual after all
+        del loop.call_soon
+    if len(taken) != 1:  # not the one first step expected: schedule what was asked
+        for callback, args, context in taken:
+            loop.call_soon(callback, *args, context=context)
         return task
     step, args, context = taken[0]
     hooks = sys.get_asyncgen_hooks()
-    sys.set_asyncgen_hooks(firstiter=loop._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
-                           finalizer=loop._asyncgen_finalizer_hook)  # type: ignore[attr-defined]
+    sys.set_asyncgen_hooks(firstiter=first_iter, finalizer=finalizer)
     asyncio._set_running_loop(loop)
     try:
         if context is None:

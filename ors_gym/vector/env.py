@@ -275,7 +275,7 @@ class OrsVectorEnv(VectorEnv):
                 f"sub-envs {busy} are still in flight; recv() their results before sending "
                 "them new actions"
             )
-        self._runtime.run(self._subenvs.launch(self._plans(ids, actions)))
+        self._runtime.run(self._subenvs.launch(self._plans(ids, actions)), leave_driver=True)
         self._runtime.drive_in_background()
 
     def recv(
@@ -298,7 +298,8 @@ class OrsVectorEnv(VectorEnv):
             raise ValueError(f"max_envs={max_envs} is below min_envs={min_envs}")
         at_least = min(min_envs, len(in_flight))
         try:
-            taken = self._runtime.run(self._subenvs.take(at_least, cap, timeout))
+            taken = self._runtime.run(self._subenvs.take(at_least, cap, timeout),
+                                      leave_driver=True)
         except TimeoutError:
             raise TimeoutError(
                 f"recv(timeout={timeout}): fewer than the {at_least} sub-envs asked for "
