@@ -389,18 +389,21 @@ class OrsVectorEnv(VectorEnv):
         New tools give a new batched action space: one already handed out stays as it was.
         """
         outcomes = [r for r in results if isinstance(r, Outcome)]
-        old = self.action_space.spaces  # type: ignore[attr-defined]
-        subspaces = list(old)
-        changed = False
         ends = self.autoreset_mode is not AutoresetMode.SAME_STEP
+        opened = []
         for o in outcomes:
             self._obs[o.index] = o.obs
             self._ended[o.index] = (o.terminated or o.truncated) and ends
             if o.tools is not None:
+                opened.append(o)
+        if opened:
+            old = self.action_space.spaces  # type: ignore[attr-defined]
+            subspaces = list(old)
+            for o in opened:
+                assert o.tools is not None
                 subspaces[o.index] = old[o.index].with_tools(o.tools.tools, o.tools.terminal_tool)
-                changed = changed or subspaces[o.index] is not old[o.index]
-        if changed:
-            self.action_space = gym_spaces.Tuple(subspaces)
+            if any(new is not was for new, was in zip(subspaces, old, strict=True)):
+                self.action_space = gym_spaces.Tuple(subspaces)
         if len(outcomes) < len(results):
             raise_first([r for r in results if isinstance(r, BaseException)])
         return outcomes
