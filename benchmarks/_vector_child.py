@@ -26,6 +26,7 @@ ORS = "OrsVectorEnv"
 PIPE = "OrsVectorEnv pipelined"
 SYNC = "SyncVectorEnv"
 ASYNC = "AsyncVectorEnv"
+ONE = "OrsEnv"
 FLOOR = "httpx floor"
 FLOOR_PIPE = "httpx floor pipelined"
 HTTPX = "OrsVectorEnv over httpx transport"
@@ -53,6 +54,8 @@ def _make(case: str, n: int, url: str) -> Any:
         return OrsVectorEnv(n, max_steps=LENGTH, **where)
     if case == PIPE:
         return OrsVectorEnv(n, max_steps=LENGTH, autoreset_mode=AutoresetMode.NEXT_STEP, **where)
+    if case == ONE:
+        return _Plain(n, where)
     env_id = "ors/Latency-v0" if url == IN_PROCESS else "ors/Remote-v0"
     fns = make_env_fns(env_id, n, max_steps=LENGTH, max_episode_steps=LENGTH, **where)
     if case == SYNC:
@@ -109,6 +112,37 @@ def _pipelined(env: Any, n: int, seconds: float) -> int:
             env.send((WAIT,) * len(ids), ids)
             outstanding += len(ids)
     return done
+
+
+class _Plain:
+    """N plain ``OrsEnv`` stepped one after another: at N = 1, what a vector of one is
+    measured against (the same server, tool and step)."""
+
+    def __init__(self, n: int, where: dict[str, Any]) -> None:
+        from ors_gym import OrsEnv
+
+        self.envs = [OrsEnv(max_steps=LENGTH, **where) for _ in range(n)]
+
+    def reset(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.reset(**kwargs)
+
+    def step(self, actions: Sequence[Any]) -> tuple[Any, ...]:
+        truncated, errors = [], []
+        for env, action in zip(self.envs, actions, strict=True):
+            _, _, _, cut, info = env.step(action)
+            truncated.append(cut)
+            errors.append(info.get("error"))
+        return None, None, None, _Flags(truncated), {"error": errors}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
+class _Flags(list[bool]):
+    def any(self) -> bool:
+        return any(self)
 
 
 class _Floor:

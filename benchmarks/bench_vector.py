@@ -13,6 +13,10 @@ the client's GIL. The cases, at each N of ``--ns`` (default 1, 8, 32, 128):
   env_ids)`` / ``recv(min_envs=1)`` (autoreset ``NEXT_STEP``), each returned
   sub-env sent again at once; env-steps are those ``recv`` returned;
 - ``SyncVectorEnv``: gymnasium's, over N ``OrsEnv`` (one blocking call after another);
+- ``OrsEnv`` (at N = 1 only): one plain ``OrsEnv`` stepped; the ``OrsVectorEnv``
+  rows at N = 1 get ``x_one_cpu``, the median over rounds of their client CPU per
+  env-step over this one's (a vector of one should cost at most
+  ``ONE_SLACK`` times one env);
 - ``AsyncVectorEnv``: gymnasium's, N worker processes (default context, fork on
   Linux; ``shared_memory=False``, which text observations need);
 - ``httpx floor``: no env at all; N sessions opened beforehand, and the exact
@@ -98,6 +102,7 @@ from benchmarks._vector_child import (
     FLOOR_PIPE,
     HTTPX,
     IN_PROCESS,
+    ONE,
     ORS,
     PIPE,
     SYNC,
@@ -105,10 +110,10 @@ from benchmarks._vector_child import (
 from benchmarks._vector_child import main as child_main
 from benchmarks._vector_procs import ROOT, Case, ref_tree, short_ref
 
-__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "IN_PROCESS", "ORS", "PIPE", "SYNC",
+__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "HTTPX", "IN_PROCESS", "ONE", "ORS", "PIPE", "SYNC",
            "baseline_case", "format_table", "plot", "run"]
 
-CASES = (ORS, PIPE, SYNC, ASYNC, FLOOR, FLOOR_PIPE, HTTPX)
+CASES = (ORS, PIPE, ONE, SYNC, ASYNC, FLOOR, FLOOR_PIPE, HTTPX)
 #: The floors, each the one matching a way of stepping.
 FLOORS = (FLOOR, FLOOR_PIPE)
 DEFAULT_NS = (1, 8, 32, 128)
@@ -119,6 +124,8 @@ _OURS = (ORS, PIPE, HTTPX)
 CPU_TARGET_MS = 0.8
 FLOOR_SLACK = 1.1
 FRACTION_TARGET = 0.85
+#: The most a vector of one may cost over one plain env, in client CPU per env-step.
+ONE_SLACK = 1.10
 
 
 def baseline_case(ref: str) -> str:
@@ -141,6 +148,7 @@ def _measure_n(n: int, url: str, server_pid: int, delay_ms: float, seconds: floa
     All cases' processes stay up together; rounds rotate their order, so load
     from elsewhere on the machine hits every case alike.
     """
+    cases = [c for c in cases if c != ONE or n == 1]  # a vector of one's reference only
     procs: dict[str, Case] = {}
     rates: dict[str, list[float]] = {case: [] for case in cases}
     try:
@@ -206,12 +214,20 @@ def _rows(n: int, delay_ms: float, rounds: int, procs: dict[str, Case],
                     rows[case]["client_cpu_ms_per_env_step"]
                     / base["client_cpu_ms_per_env_step"], 3)
     for ours in (*_OURS, baseline):
+        if ours is not None and ours in rows and ONE in procs:
+            rows[ours]["x_one_cpu"] = round(statistics.median(
+                _cpu_per_step(a) / _cpu_per_step(b)
+                for a, b in zip(procs[ours].runs, procs[ONE].runs, strict=True)), 3)
         floor = _floor_of(ours, rows)
         if ours is not None and ours in rows and floor is not None:
             rows[ours]["floor_case"] = floor
             rows[ours]["x_floor_cpu"] = round(rows[ours]["client_cpu_ms_per_env_step"]
                                               / rows[floor]["client_cpu_ms_per_env_step"], 2)
     return list(rows.values())
+
+
+def _cpu_per_step(run: dict[str, float]) -> float:
+    return run["cpu"] / run["env_steps"]
 
 
 def _floor_of(case: str | None, present: Collection[str]) -> str | None:
@@ -287,6 +303,7 @@ _COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("ceiling steps/s", "ceiling_steps_per_s", ".0f"),
     ("fraction", "ceiling_fraction", ".2f"),
     ("x floor CPU", "x_floor_cpu", ".2f"),
+    ("CPU x OrsEnv", "x_one_cpu", ".2f"),
     ("peak RSS MB", "peak_rss_mb", ".1f"),
     ("PSS MB", "pss_mb", ".1f"),
     ("PSS x Async", "pss_vs_async", ".3f"),
@@ -332,6 +349,12 @@ def _targets(rows: Sequence[dict[str, Any]]) -> list[str]:
                 limit = FLOOR_SLACK * floor_ms
                 why = f" ({FLOOR_SLACK}x the httpx floor's {floor_ms:.3f}, above {CPU_TARGET_MS})"
             lines.append(_verdict(f"client CPU ms/step <= {limit:.3f}{why}", cpu, cpu <= limit))
+    for case in (*_OURS, *(c for c, n in by if n == 1 and "@" in c)):
+        r = by.get((case, 1))
+        if r is not None and "x_one_cpu" in r:
+            lines.append(f"target at N=1 ({case}, a vector of one):")
+            lines.append(_verdict(f"client CPU per env-step <= {ONE_SLACK}x one OrsEnv's",
+                                  r["x_one_cpu"], r["x_one_cpu"] <= ONE_SLACK))
     r = by.get((ORS, 32))
     if r is not None and "pss_vs_async" in r:
         lines.append("target at N=32 (OrsVectorEnv, memory):")

@@ -4,19 +4,21 @@ A runtime owns ONE private event loop (never one per call). Two kinds of
 thread drive it:
 
 - **A caller**: ``run(coro)`` runs the coroutine on the loop in the calling
-  thread itself, so a call that never waits costs one loop pass and no
-  thread hop. When several threads call at once, one drives while the others
-  hand their coroutine to the running loop and wait; whoever finds the loop
-  idle takes over. A thread already running a loop of its own (Jupyter,
+  thread itself, its first step at once (``_compat.asyncio.run_first_step``),
+  so a call that never waits costs no loop pass and no thread hop. When
+  several threads call at once, one drives while the others hand their
+  coroutine to the running loop and wait; whoever finds the loop idle takes
+  over. A thread already running a loop of its own (Jupyter,
   ``asyncio.run``) is blocked for the duration of a blocking call anyway, so
   the private loop runs there too, with that thread's running-loop marker set
   aside and restored.
 - **The background driver**, a daemon thread, for work that must go on while
   no caller drives: the keepalive pings of open HTTP sessions while the policy
   thinks, the vector env's pipelined ``send``, deletions it left behind.
-  ``call_soon`` wakes it at once; when a caller leaves tasks pending on the
-  loop, it takes over after ``IDLE_GRACE_S`` without a call (so back-to-back
-  calls never hop threads), and it stops driving once no task is left. A
+  When a caller leaves tasks pending on the loop, it takes over after
+  ``IDLE_GRACE_S`` without a call, so back-to-back calls never hop threads
+  (at once after ``drive_in_background``), and it stops driving once no task
+  is left. A
   caller that arrives while it drives hands its coroutine over and asks it to
   stop, so the next call is driven by the caller again.
 
@@ -36,7 +38,11 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
-from ors_gym._compat.asyncio import get_running_loop_or_none, running_loop_set_aside
+from ors_gym._compat.asyncio import (
+    get_running_loop_or_none,
+    run_first_step,
+    running_loop_set_aside,
+)
 
 __all__ = ["IDLE_GRACE_S", "Runtime", "blocking", "finish_loop"]
 
@@ -72,7 +78,7 @@ class Runtime:
         self._waiting = 0  # threads in _join; a releasing driver notifies only if any
         self._loop: asyncio.AbstractEventLoop | None = None
         self._driver: threading.Thread | None = None
-        self._kicked = False  # call_soon work waits: the driver starts at once
+        self._kicked = False  # drive_in_background was asked: the driver starts at once
         self._idle_since: float | None = None  # tasks left pending by a caller, since
         self._background = False  # the driver is inside run_forever (read on the loop)
         self._closing = False
@@ -105,8 +111,12 @@ class Runtime:
         # A finished task leaves the set by a callback the loop may not have run yet.
         return bool(self._tasks) and any(not task.done() for task in list(self._tasks))
 
-    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        """Run ``coro`` on the private loop from any thread; returns its result."""
+    def run(self, coro: Coroutine[Any, Any, _T], *, leave_driver: bool = False) -> _T:
+        """Run ``coro`` on the private loop from any thread; returns its result.
+
+        ``leave_driver``: if the background driver is driving, hand ``coro`` to it and
+        wait, rather than asking it to stop (work that goes on in the background).
+        """
         loop = self.loop
         if get_running_loop_or_none() is loop:
             coro.close()
@@ -121,11 +131,11 @@ class Runtime:
                 return _run_on(loop, coro)
             finally:
                 self._release()
-        return self._join(loop, coro)
+        return self._join(loop, coro, stop_background=not leave_driver)
 
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn(*args)`` on the loop soon, from any thread, whether or not anyone calls."""
-        self.loop.call_soon_threadsafe(fn, *args)
+    def drive_in_background(self) -> None:
+        """Have the background driver drive the tasks left pending at once, rather than
+        after ``IDLE_GRACE_S`` (work a caller started that must go on while it is away)."""
         with self._cond:
             self._kicked = True
             self._ensure_driver()
@@ -195,13 +205,15 @@ class Runtime:
                 if notify:
                     self._cond.notify_all()
 
-    def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T]) -> _T:
+    def _join(self, loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, _T],
+              stop_background: bool = True) -> _T:
         # Another thread is driving: hand the coroutine to the running loop, and take
         # over the driving if that thread finishes first (the background driver is
-        # asked to finish).
+        # asked to finish, unless told otherwise).
         done = asyncio.run_coroutine_threadsafe(coro, loop)
         done.add_done_callback(self._wake)
-        self._stop_background(loop)
+        if stop_background:
+            self._stop_background(loop)
         take_over = False
         with self._cond:
             self._waiting += 1
@@ -278,8 +290,8 @@ class Runtime:
         if loop is None or self._closing:
             return
         if not self._drive.acquire(False):
-            # A caller drives. It notes pending tasks when it releases, but work handed
-            # to call_soon may not be a task yet: look again after the grace period.
+            # A caller drives. It notes pending tasks when it releases; look again after
+            # the grace period all the same.
             with self._cond:
                 self._idle_since = time.monotonic()
             return
@@ -324,13 +336,9 @@ def _run_on(loop: asyncio.AbstractEventLoop, aw: Awaitable[_T]) -> _T:
     with running_loop_set_aside():
         if not asyncio.iscoroutine(aw):
             return loop.run_until_complete(aw)
-        # One loop pass runs the task's first step, then the stop queued behind it:
-        # a call that never waits costs one pass instead of the two run_until_complete
-        # makes (the second only runs its done-callback). A call that waits is carried
-        # on to completion.
-        task = asyncio.Task(aw, loop=loop)  # not through the task factory: not background
-        loop.call_soon(loop.stop)
-        loop.run_forever()
+        # The task's first step runs at once, here: a call that never waits costs no
+        # loop pass. A call that waits is carried on to completion by the loop.
+        task = run_first_step(loop, aw)  # not through the task factory: not background
         if not task.done():
             return loop.run_until_complete(task)
         return task.result()

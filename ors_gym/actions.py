@@ -80,7 +80,7 @@ def parse_action(action: Any) -> ParsedAction:
     try:
         if isinstance(action, str):
             return _parse_text(action)
-        if isinstance(action, Mapping):
+        if type(action) is dict or isinstance(action, Mapping):
             return _parse_mapping(action)
         if isinstance(action, list | tuple):
             return _parse_calls(action, "", where="action")
@@ -145,7 +145,7 @@ def _call_fields(obj: Mapping[Any, Any]) -> tuple[Any, bool, Any, Any, str]:
     """(name, has-arguments, arguments, id, arguments key) for any supported call shape."""
     kind = obj.get("type")
     fn = obj.get("function")
-    if isinstance(fn, Mapping) and (kind == "function" or "name" not in obj):
+    if fn is not None and isinstance(fn, Mapping) and (kind == "function" or "name" not in obj):
         key = next((k for k in _ARG_KEYS if k in fn), "arguments")
         return fn.get("name"), key in fn, fn.get(key), obj.get("id"), key
     if kind == "tool_use":
@@ -163,9 +163,11 @@ def _normalize_call(obj: Any, *, mode: str, where: str) -> ToolCall | str | None
     (a ``<tool_call>`` body: every fault is an agent error) or ``scan`` (JSON
     found in prose: anything that is not clearly a call is ignored).
     """
-    if isinstance(obj, ToolCall) and mode == "strict":
+    if type(obj) is dict:  # the usual case, without the ABC checks below
+        pass
+    elif isinstance(obj, ToolCall) and mode == "strict":
         obj = {"name": obj.name, "arguments": obj.arguments, "id": obj.id}
-    if not isinstance(obj, Mapping):
+    elif not isinstance(obj, Mapping):
         if mode == "strict":
             raise OrsActionError(
                 f"{where} must be a tool-call dict, got {_type_name(obj)}. {_VALID_SHAPE}"
@@ -205,7 +207,7 @@ def _normalize_call(obj: Any, *, mode: str, where: str) -> ToolCall | str | None
                 f"the arguments of {name!r} must be a JSON object, got {_json_type(decoded)}"
             )
         return ToolCall(name, decoded, call_id)
-    if isinstance(args, Mapping):
+    if type(args) is dict or isinstance(args, Mapping):
         if mode == "strict":
             return ToolCall(name, _jsonable_object(args, f"{where} arguments"), call_id)
         return ToolCall(name, dict(args), call_id)

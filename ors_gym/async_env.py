@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
+import numpy as np
 from gymnasium.utils import seeding
 
 from ors_gym.actions import ParsedAction, parse_action
@@ -145,8 +146,22 @@ class AsyncOrsEnv:
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Close the previous session and start one for a task; ``OrsEnv.reset``'s options."""
         if seed is not None:
-            self.np_random, _ = seeding.np_random(seed)
+            self.seed(seed)
         return await self.open(check_reset_options(options))
+
+    def seed(self, seed: int | np.random.Generator | None) -> None:
+        """Seed the generator that draws each reset's task: an int (or None) seeds a new
+        one, a ``Generator`` is used as it is (``OrsEnv`` shares Gymnasium's)."""
+        if isinstance(seed, np.random.Generator):
+            self.np_random = seed
+        else:
+            self.np_random, _ = seeding.np_random(seed)
+
+    def release_session(self) -> str | None:
+        """Forget the open session without deleting it; its id, for the caller to delete
+        (the vector env deletes it in the background while the next one opens)."""
+        sid, self.session_id = self.session_id, None
+        return sid
 
     async def open(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """``reset`` with checked options and the RNG as it is (what autoreset uses)."""
@@ -289,7 +304,7 @@ class AsyncOrsEnv:
 
     async def end_session(self) -> None:
         """Delete the open session, if any (best effort: it may be gone with its server)."""
-        sid, self.session_id = self.session_id, None
+        sid = self.release_session()
         if sid is not None:
             try:
                 await self.backend.delete_session(sid)
@@ -340,7 +355,7 @@ class AsyncOrsEnv:
         waits for them. A shielded delete in a task of its own would be cancelled
         there too. The caller re-raises the first cancellation afterwards.
         """
-        sid, self.session_id = self.session_id, None
+        sid = self.release_session()
         if sid is None:
             return
         for _ in range(_DELETE_TRIES_ON_CANCEL):

@@ -211,7 +211,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         options = check_reset_options(options)
         self._transcript = []
         self._last_image = None
-        self._core.np_random = self.np_random
+        self._core.seed(self.np_random)
         observation, info = self._run(self._core.open(options))
         tools = self._core.tools
         self._action_space = self.action_space.with_tools(tools.tools, tools.terminal_tool)

@@ -227,7 +227,9 @@ class _Walker:
         self.notes.append(line)
 
     def walk(self, blocks: Any, depth: int) -> None:
-        if isinstance(blocks, (str, bytes, Mapping)) or not isinstance(blocks, Iterable):
+        if type(blocks) is not list and (  # a list (the usual case) needs no ABC checks
+            isinstance(blocks, (str, bytes, Mapping)) or not isinstance(blocks, Iterable)
+        ):
             self.note(f"[blocks must be a list of blocks, got {type(blocks).__name__}]")
             return
         for block in blocks:

@@ -11,6 +11,7 @@ hosting the bundled class.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ors_gym.secret import reveal
@@ -22,7 +23,9 @@ if TYPE_CHECKING:
     from ors_gym._runtime import Runtime
     from ors_gym.backends.base import AsyncBackend, Backend
 
-__all__ = ["NO_ENVIRONMENT", "async_face_of", "make_async_backend", "make_backend"]
+__all__ = [
+    "NO_ENVIRONMENT", "async_face_of", "make_async_backend", "make_async_backends", "make_backend",
+]
 
 NO_ENVIRONMENT = (
     "an ORS env needs an environment: pass base_url='http://host:port' for an ORS server, "
@@ -65,6 +68,20 @@ def make_async_backend(
 
         return AsyncLocalBackend(env_class)
     raise ValueError(NO_ENVIRONMENT)
+
+
+def make_async_backends(
+    settings: EnvSettings, base_urls: Sequence[str], *, max_connections: int | None = None,
+    idle_connections: int | None = None,
+) -> tuple[list[AsyncBackend], Callable[[], Awaitable[None]]]:
+    """One ``make_async_backend`` per URL, all over one shared connection pool (at most
+    ``max_connections`` open, ``idle_connections`` kept idle); and the coroutine function
+    that closes the pool, to await after the backends' ``aclose``."""
+    from ors_gym.backends.http import pooled_client
+
+    client = pooled_client(max_connections, idle_connections)
+    backends = [make_async_backend(settings, base_url=url, client=client) for url in base_urls]
+    return backends, client.aclose
 
 
 def make_backend(

@@ -21,7 +21,10 @@ TEXT_TYPES = frozenset({"text", "output_text", "input_text"})
 
 def as_plain(obj: Any) -> Any:
     """SDK objects (pydantic models of the OpenAI/Anthropic clients, ORS Messages) as dicts."""
-    if isinstance(obj, Mapping | str | list | tuple | ToolCall) or obj is None:
+    kind = type(obj)
+    if kind is dict or kind is str or obj is None:  # the usual cases, without ABC checks
+        return obj
+    if isinstance(obj, Mapping | str | list | tuple | ToolCall):
         return obj
     dump = getattr(obj, "model_dump", None)
     if callable(dump):

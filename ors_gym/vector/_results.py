@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
 
 from ors_gym._compat.gymnasium import add_info
@@ -31,7 +32,7 @@ def batch_infos(infos: Sequence[tuple[int, dict[str, Any]]], n: int) -> dict[str
     one sub-env and None in the next (a reset by ``task_spec``) would fail; keys
     whose values differ in type get an object array instead.
     """
-    out = _mixed_keys([info for _, info in infos], n)
+    out = _mixed_keys([info for _, info in infos], n) if len(infos) > 1 else {}
     for position, info in infos:
         out = add_info(out, info, position, n)
     return out
@@ -72,9 +73,25 @@ class Outcome:
 
 
 def stack_observations(space: Any, items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Sub-env observations batched as gymnasium batches ``space``."""
+    """Sub-env observations batched as gymnasium batches ``space``.
+
+    An ``OrsEnv`` observation space batches every entry as a tuple of the sub-envs'
+    values (text, and unstacked image sequences): that is built directly, without
+    gymnasium's per-call dispatch; any other space goes through gymnasium.
+    """
+    if _batches_as_tuples(space):
+        return {key: tuple(item[key] for item in items) for key in space.spaces}
     out: Any = create_empty_array(space, n=len(items), fn=np.zeros)
     return cast(dict[str, Any], concatenate(space, items, out))
+
+
+def _batches_as_tuples(space: Any) -> bool:
+    """Whether gymnasium batches every entry of the Dict ``space`` as a tuple."""
+    return isinstance(space, spaces.Dict) and all(
+        isinstance(sub, spaces.Text)
+        or (isinstance(sub, spaces.Sequence) and not sub.stack)
+        for sub in space.spaces.values()
+    )
 
 
 def batch_outcomes(

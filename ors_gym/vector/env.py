@@ -1,12 +1,14 @@
 """``OrsVectorEnv``: N sessions of one ORS environment, stepped concurrently on one loop.
 
 Each sub-env is an ``AsyncOrsEnv`` (the same core ``OrsEnv`` drives), and all
-of them are awaited on ONE event loop, the env's ``Runtime`` (driven by the
-caller during ``reset``, by the runtime's background driver while results of
-``send`` are awaited): over one shared pooled client for servers (sessions
-round-robin over ``base_url=[...]``), or on one ``AsyncLocalBackend`` for an
-in-process environment, with no thread pool. N slow tools take as long as one,
-without N processes. The sub-envs' work on the loop is in ``_running``.
+of them are awaited on ONE event loop, the env's ``Runtime``: over one shared
+connection pool for servers (sessions round-robin over ``base_url=[...]``), or
+on one ``AsyncLocalBackend`` for an in-process environment, with no thread
+pool. N slow tools take as long as one, without N processes. ``step`` and
+``reset`` run the loop in the calling thread (no thread hop); the steps
+``send`` starts go on in the runtime's background driver until ``recv`` takes
+them. What the sub-envs do on the loop is ``SubEnvs`` (``_running``); this
+module is the Gymnasium face: arguments, spaces, batches.
 
 Beyond ``step``, an envpool-style ``send(actions, env_ids)`` / ``recv(min_envs)``
 pair returns whichever sub-envs finished first, so one slow tool does not stall
@@ -20,25 +22,20 @@ others did not: call ``reset()`` to start over.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import logging
-import time
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 import numpy as np
 from gymnasium import spaces as gym_spaces
-from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from ors_gym import _cleanup
 from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
-from ors_gym.backends._factory import make_async_backend
+from ors_gym.backends._factory import make_async_backend, make_async_backends
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
@@ -55,8 +52,6 @@ from ors_gym.vector._args import (
     server_urls,
     split_actions,
 )
-from ors_gym.vector._health import ServerHealth
-from ors_gym.vector._mailbox import Mailbox
 from ors_gym.vector._results import (
     Outcome,
     batch_infos,
@@ -65,15 +60,13 @@ from ors_gym.vector._results import (
     stack_observations,
     tile_frames,
 )
-from ors_gym.vector._running import SubEnvRunner, release
+from ors_gym.vector._running import Plan, SubEnvs, release
 from ors_gym.vector.env_fns import check_num_envs
 
 __all__ = ["OrsVectorEnv"]
 
-logger = logging.getLogger("ors_gym")
 
-
-class OrsVectorEnv(SubEnvRunner, VectorEnv):
+class OrsVectorEnv(VectorEnv):
     """N sessions of one ORS environment, stepped concurrently on one event loop.
 
     Takes ``OrsEnv``'s arguments (the options of ``ors_gym.EnvSettings``) plus
@@ -151,53 +144,43 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
         if urls is not None and env_class is not None and env_name is None:
             env_name = class_env_name(env_class)
         self._runtime = Runtime(f"ors-vector-{id(self):x}")
-        self._client: Any = None
-        self._pending_deletes: set[asyncio.Task[None]] = set()
-        self._tasks: dict[int, asyncio.Task[Outcome]] = {}  # the loop's view of what runs
-        self._inflight: dict[int, concurrent.futures.Future[Outcome]] = {}
-        self._done = Mailbox()  # (index, future) of each finished sub-env
         self._ended = [False] * self.num_envs  # each sub-env's last step ended its episode
         self._obs = [empty_observation() for _ in range(self.num_envs)]
         self._servers: list[AsyncBackend] = []
+        self._close_pool: Callable[[], Awaitable[None]] | None = None
         try:
             if urls is not None:
-                self._servers = self._http_servers(urls, settings, max_connections)
+                # Keep one idle connection per sub-env (and a few for discovery), so
+                # batches reuse connections instead of reopening them.
+                self._servers, self._close_pool = make_async_backends(
+                    settings, urls, max_connections=max_connections,
+                    idle_connections=self.num_envs + 4,
+                )
             else:
                 self._servers = [make_async_backend(settings, env_class=env_class)]
-            self._health = ServerHealth(self._servers)
             catalog = Catalog(self._servers[0], env_name, settings.split)
-            self.envs = [
+            envs = [
                 AsyncOrsEnv(backend=self._servers[i % len(self._servers)], catalog=catalog,
                             settings=settings)
                 for i in range(self.num_envs)
             ]
+            self._subenvs = SubEnvs(envs, self._servers, self.autoreset_mode)
             tools = self._runtime.run(catalog.tools())
         except BaseException:
-            release(self._runtime, self._servers, self._client, [])
+            release(self._runtime, self._servers, self._close_pool, None)
             raise
+        self.envs = envs
         self.catalog = catalog
         self.env_name: str = catalog.known_name or ""
+        self._subenvs.env_name = self.env_name
         self.single_observation_space = observation_space(settings.image_size)
         self.single_action_space = ToolCallSpace(tools.tools, tools.terminal_tool)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._finalizer = weakref.finalize(
             self, _cleanup.schedule,
-            partial(release, self._runtime, self._servers, self._client, self.envs),
+            partial(release, self._runtime, self._servers, self._close_pool, self._subenvs),
         )
-
-    def _http_servers(
-        self, urls: list[str], settings: EnvSettings, max_connections: int | None
-    ) -> list[AsyncBackend]:
-        """One ``AsyncHttpBackend`` per URL over one pooled client; a hosted
-        ``deployment`` (with its ``variant``) reaches every URL through the settings."""
-        from ors_gym.backends.http import pooled_client
-
-        # One client for every server: httpx pools connections per host inside it.
-        # Keep one idle connection per sub-env (and a few for discovery), so batches
-        # reuse connections instead of reopening them.
-        self._client = pooled_client(max_connections, self.num_envs + 4)
-        return [make_async_backend(settings, base_url=url, client=self._client) for url in urls]
 
     # -- public attributes ---------------------------------------------------------------
 
@@ -219,7 +202,7 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
     @property
     def in_flight(self) -> tuple[int, ...]:
         """Sub-envs sent actions whose results ``recv()`` has not returned yet."""
-        return tuple(sorted(self._inflight))
+        return self._subenvs.in_flight
 
     def __repr__(self) -> str:
         where = ", ".join(self.servers) if getattr(self, "_servers", None) else "?"
@@ -252,24 +235,27 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
                 raise type(exc)(f"reset options of sub-env {i}: {exc}") from None
         for i in ids:
             if seeds[i] is not None:
-                self.envs[i].np_random, _ = seeding.np_random(seeds[i])
-            self._inflight.pop(i, None)
-        outcomes = self._runtime.run(self._reset_batch(ids, checked))
+                self.envs[i].seed(seeds[i])
+        results = self._runtime.run(self._subenvs.reset(ids, checked))
+        outcomes = self._absorb(results)
         obs = stack_observations(self.single_observation_space, self._obs)
         return obs, batch_infos([(o.index, o.info) for o in outcomes], self.num_envs)
 
     def step(
         self, actions: Any
     ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every sub-env with its action (an autoresetting one ignores it)."""
+        """Step every sub-env with its action (an autoresetting one ignores it).
+
+        The calling thread runs the loop until every sub-env is done (no thread hop).
+        """
         self._check_open()
-        if self._inflight:
+        if self._subenvs.in_flight:
             raise RuntimeError(
                 f"step() while sub-envs {self.in_flight} are in flight after send(); "
                 "recv() them first (or reset())"
             )
-        self.send(actions)
-        outcomes = sorted(self._collect(self.num_envs, self.num_envs), key=lambda o: o.index)
+        plans = self._plans(range(self.num_envs), actions)
+        outcomes = self._settled(self._runtime.run(self._subenvs.step(plans)))
         obs, rewards, terminated, truncated = self._batch(outcomes)
         infos = batch_infos([(o.index, o.info) for o in outcomes], self.num_envs)
         return obs, rewards, terminated, truncated, infos
@@ -277,25 +263,20 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
     def send(self, actions: Any, env_ids: Sequence[int] | np.ndarray | None = None) -> None:
         """Start stepping sub-envs ``env_ids`` (default: all) with ``actions``, one each.
 
-        Returns at once; ``recv()`` returns the results as they finish. A sub-env
-        may not be sent to again before ``recv()`` returned it.
+        Returns at once; the runtime's background driver steps them meanwhile, and
+        ``recv()`` returns the results as they finish. A sub-env may not be sent to
+        again before ``recv()`` returned it.
         """
         self._check_open()
         ids = env_ids_of(env_ids, self.num_envs)
-        busy = sorted(set(ids) & set(self._inflight))
+        busy = sorted(set(ids) & set(self._subenvs.in_flight))
         if busy:
             raise RuntimeError(
                 f"sub-envs {busy} are still in flight; recv() their results before sending "
                 "them new actions"
             )
-        batch = split_actions(actions, len(ids))
-        plans = [self._plan(i, action) for i, action in zip(ids, batch, strict=True)]
-        launches = []
-        for i, turn in zip(ids, plans, strict=True):
-            future: concurrent.futures.Future[Outcome] = concurrent.futures.Future()
-            self._inflight[i] = future
-            launches.append((i, turn, future))
-        self._runtime.call_soon(self._launch, launches)
+        self._runtime.run(self._subenvs.launch(self._plans(ids, actions)), leave_driver=True)
+        self._runtime.drive_in_background()
 
     def recv(
         self, min_envs: int = 1, max_envs: int | None = None, timeout: float | None = None
@@ -307,14 +288,29 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
         ``timeout``: seconds to wait at most, then TimeoutError with nothing taken.
         """
         self._check_open()
-        if not self._inflight:
+        in_flight = self._subenvs.in_flight
+        if not in_flight:
             raise RuntimeError("recv() with no sub-env in flight; send() actions first")
         if min_envs < 1:
             raise ValueError(f"min_envs must be >= 1, got {min_envs}")
         cap = self.num_envs if max_envs is None else max_envs
         if cap < min_envs:
             raise ValueError(f"max_envs={max_envs} is below min_envs={min_envs}")
-        outcomes = self._collect(min(min_envs, len(self._inflight)), cap, timeout)
+        at_least = min(min_envs, len(in_flight))
+        try:
+            taken = self._runtime.run(self._subenvs.take(at_least, cap, timeout),
+                                      leave_driver=True)
+        except TimeoutError:
+            raise TimeoutError(
+                f"recv(timeout={timeout}): fewer than the {at_least} sub-envs asked for "
+                f"finished in time; sub-envs {self.in_flight} are still in flight (nothing "
+                "was lost: call recv() again)"
+            ) from None
+        finally:
+            if self._subenvs.in_flight:
+                self._runtime.drive_in_background()
+        results = [task.exception() or task.result() for _, task in taken]
+        outcomes = self._settled(results)
         obs, rewards, terminated, truncated = self._batch(outcomes)
         infos = batch_infos(list(enumerate(o.info for o in outcomes)), len(outcomes))
         infos["env_id"] = np.array([o.index for o in outcomes], dtype=np.int64)
@@ -340,17 +336,20 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
         """Cancel work in flight, delete every session, close connections and the loop."""
         finalizer = getattr(self, "_finalizer", None)
         if finalizer is not None and finalizer.detach() is not None:
-            self._inflight.clear()
-            release(self._runtime, self._servers, self._client, self.envs, vector=self)
+            release(self._runtime, self._servers, self._close_pool, self._subenvs)
 
-    # -- planning (caller's thread) ------------------------------------------------------
+    # -- planning and results (caller's thread) ------------------------------------------
 
     def _check_open(self) -> None:
         if self.closed:
             raise RuntimeError("OrsVectorEnv is closed; make a new one")
 
+    def _plans(self, ids: Sequence[int], actions: Any) -> list[Plan]:
+        """Each sub-env's step as a ``Turn``, or None where it autoresets instead."""
+        batch = split_actions(actions, len(ids))
+        return [(i, self._plan(i, action)) for i, action in zip(ids, batch, strict=True)]
+
     def _plan(self, i: int, action: Any) -> Turn | None:
-        """The sub-env's step as a ``Turn``, or None when it autoresets instead."""
         if self._ended[i]:
             if self.autoreset_mode is AutoresetMode.NEXT_STEP:
                 return None
@@ -367,42 +366,10 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
             exc.add_note(f"the action of sub-env {i}")
             raise
 
-    # -- results (caller's thread) -------------------------------------------------------
-
-    def _collect(
-        self, at_least: int, at_most: int, timeout: float | None = None
-    ) -> list[Outcome]:
-        """Wait for ``at_least`` in-flight results, take up to ``at_most``; raise the first
-        failure among them (a whole-server failure before any other).
-
-        After ``timeout`` seconds raises TimeoutError, taking nothing: every sub-env
-        stays in flight, and what finished is returned by the next ``recv``.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        futures: list[concurrent.futures.Future[Outcome]] = []
-        taken: list[tuple[int, concurrent.futures.Future[Outcome]]] = []
-        while len(futures) < at_least:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            batch = self._done.take(at_least - len(futures), at_most - len(futures), left)
-            if batch is None:
-                for index, future in taken:
-                    self._inflight[index] = future
-                self._done.put_back(taken)
-                raise TimeoutError(
-                    f"recv(timeout={timeout}): {len(futures)} of the {at_least} sub-envs "
-                    f"asked for finished in time; sub-envs {self.in_flight} are still in "
-                    "flight (nothing was lost: call recv() again)"
-                )
-            for index, future in batch:
-                pending = self._inflight.get(index)
-                if pending is not None and pending is future:  # else cancelled by a reset
-                    del self._inflight[index]
-                    futures.append(pending)
-                    taken.append((index, future))
-        errors = [e for f in futures if (e := f.exception()) is not None]
-        outcomes = [f.result() for f in futures if f.exception() is None]
-        self._absorb(outcomes)
-        raise_first(errors)
+    def _settled(self, results: Sequence[Outcome | BaseException]) -> list[Outcome]:
+        """The outcomes of a step or ``recv``, absorbed; raise the first failure among them
+        (a whole-server failure before any other), or one if every sub-env failed."""
+        outcomes = self._absorb(results)
         failed = [o for o in outcomes if o.failure is not None]
         if self.num_envs > 1 and len(failed) == self.num_envs:
             first = failed[0].failure
@@ -415,24 +382,31 @@ class OrsVectorEnv(SubEnvRunner, VectorEnv):
             ) from first
         return outcomes
 
-    def _absorb(self, outcomes: Sequence[Outcome]) -> None:
-        """Record each sub-env's new observation, end flag and (after a reset) tools.
+    def _absorb(self, results: Sequence[Outcome | BaseException]) -> list[Outcome]:
+        """Record each sub-env's new observation, end flag and (after a reset) tools; then
+        raise the first failure among ``results``, if any.
 
         New tools give a new batched action space: one already handed out stays as it was.
         """
-        old = self.action_space.spaces  # type: ignore[attr-defined]
-        subspaces = list(old)
-        changed = False
+        outcomes = [r for r in results if isinstance(r, Outcome)]
+        ends = self.autoreset_mode is not AutoresetMode.SAME_STEP
+        opened = []
         for o in outcomes:
             self._obs[o.index] = o.obs
-            self._ended[o.index] = (o.terminated or o.truncated) and (
-                self.autoreset_mode is not AutoresetMode.SAME_STEP
-            )
+            self._ended[o.index] = (o.terminated or o.truncated) and ends
             if o.tools is not None:
+                opened.append(o)
+        if opened:
+            old = self.action_space.spaces  # type: ignore[attr-defined]
+            subspaces = list(old)
+            for o in opened:
+                assert o.tools is not None
                 subspaces[o.index] = old[o.index].with_tools(o.tools.tools, o.tools.terminal_tool)
-                changed = changed or subspaces[o.index] is not old[o.index]
-        if changed:
-            self.action_space = gym_spaces.Tuple(subspaces)
+            if any(new is not was for new, was in zip(subspaces, old, strict=True)):
+                self.action_space = gym_spaces.Tuple(subspaces)
+        if len(outcomes) < len(results):
+            raise_first([r for r in results if isinstance(r, BaseException)])
+        return outcomes
 
     def _batch(
         self, outcomes: Sequence[Outcome]

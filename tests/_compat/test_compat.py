@@ -922,3 +922,25 @@ def test_outside_its_range_connections_keep_their_own_lock_and_answer_alike(
     assert public == private == [b"ok"] * 3
     assert type(locks[0]) is not asyncio.Lock  # httpcore's own AsyncLock
     assert len(fallback_log()) == 1 and "_state_lock" in fallback_log()[0]
+
+
+def test_run_first_step_runs_a_tasks_first_step_in_place_then_leaves_the_loop_as_it_was() -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        async def quick() -> bool:
+            return asyncio.current_task() is not None and asyncio.get_running_loop() is loop
+
+        task = compat_asyncio.run_first_step(loop, quick())
+        assert task.done() and task.result() is True  # no loop pass was needed
+        assert "call_soon" not in vars(loop)  # the shadowing method is gone
+        assert asyncio._get_running_loop() is None
+
+        async def waits() -> int:
+            await asyncio.sleep(0)
+            return 2
+
+        task = compat_asyncio.run_first_step(loop, waits())
+        assert not task.done()
+        assert loop.run_until_complete(task) == 2
+    finally:
+        loop.close()
