@@ -110,8 +110,8 @@ from benchmarks._vector_child import (
 from benchmarks._vector_child import main as child_main
 from benchmarks._vector_procs import ROOT, Case, ref_tree, short_ref
 
-__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "HTTPX", "IN_PROCESS", "ONE", "ORS", "PIPE", "SYNC",
-           "baseline_case", "format_table", "plot", "run"]
+__all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "HTTPX", "IN_PROCESS", "ONE", "ORS", "PIPE",
+           "SYNC", "baseline_case", "format_table", "plot", "run"]
 
 CASES = (ORS, PIPE, ONE, SYNC, ASYNC, FLOOR, FLOOR_PIPE, HTTPX)
 #: The floors, each the one matching a way of stepping.
