@@ -5,9 +5,10 @@ build on each other), in a fresh working folder, with the bundled environments s
 by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
 Snippets marked ``<!-- skip: reason -->`` are compiled only; ``ors-gym`` commands in
 bash blocks marked ``<!-- run -->`` run in-process, in page order with the snippets. A deprecated
-ors_gym import path in a snippet is an error. ``mkdocs build --strict``
-turns every warning (a broken link, a docstring that fails to render, an option with no
-description) into a failure.
+ors_gym import path in a snippet is an error. Every other ``ors-gym`` command line in a
+bash block is parsed by the command's own parser. The site is built with the README's
+command, ``mkdocs build --strict``, and every ``WARNING`` line it prints (a broken link, a
+docstring that fails to render, an option with no description) fails the test.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests._docs_snippets import DEMO_URL, ROOT, commands, doc_pages, snippets
+from tests._docs_snippets import DEMO_URL, ROOT, command_lines, commands, doc_pages, snippets
 
 PAGES = doc_pages()
 
@@ -112,6 +113,10 @@ def _lower_priority() -> None:
     os.nice(10)
 
 
+#: The site build, as the README gives it (the suite adds only ``-d`` for a temporary folder).
+SITE_BUILD = ("mkdocs", "build", "--strict")
+
+
 class _SiteBuild:
     """``mkdocs build --strict`` in a child process, started early so that it overlaps
     the snippet tests (which mostly wait on servers and Ray) instead of following them.
@@ -121,7 +126,7 @@ class _SiteBuild:
         self.site = site
         env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+            [sys.executable, "-m", *SITE_BUILD, "-d", str(site)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             preexec_fn=_lower_priority if hasattr(os, "nice") else None,
         )
@@ -157,6 +162,8 @@ def test_site_builds_strict(site_build: _SiteBuild | None) -> None:
         pytest.fail("docs/guides/trainers.md (the trainers guide, in the nav) is missing")
     assert site_build is not None
     returncode, output = site_build.result()
+    warned = [line for line in output.splitlines() if line.startswith("WARNING")]
+    assert warned == [], "\n".join(warned)
     assert returncode == 0, output
     tmp_path = site_build.site.parent
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
@@ -222,6 +229,38 @@ def test_collector_reads_run_marks(tmp_path: Path) -> None:
     page.write_text(page.read_text(encoding="utf-8").replace("ls", "ors-gym view f"), "utf-8")
     assert commands(page) == [(3, "ors-gym list"), (5, "ors-gym eval x"), (12, "ors-gym view f")]
     assert len(commands(ROOT / "docs" / "guides" / "llm-agents.md")) >= 1
+
+
+def test_readme_builds_the_site_as_the_suite_does() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert " ".join(SITE_BUILD) in text
+
+
+def test_command_lines_parse() -> None:
+    """Every ``ors-gym`` line of a bash block (run or not) is one the command accepts."""
+    from ors_gym.cli import build_parser
+
+    parser = build_parser()
+    checked = 0
+    for page in PAGES:
+        for line, command in command_lines(page):
+            where = f"{page.relative_to(ROOT)}:{line}"
+            try:
+                parser.parse_args(shlex.split(command)[1:])
+            except SystemExit as exc:
+                pytest.fail(f"{where}: the ors-gym parser refuses {command!r} (exit {exc.code})")
+            checked += 1
+    assert checked >= 10  # the collector finds the guides' command lines
+
+
+def test_collector_reads_command_lines(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\npip install x\nors-gym serve a:B \\\n  --port 1   # note\n```\n"
+        "Text `ors-gym list` inline.\n<!-- run -->\n```bash\nors-gym list\n```\n",
+        encoding="utf-8",
+    )
+    assert command_lines(page) == [(3, "ors-gym serve a:B --port 1"), (9, "ors-gym list")]
 
 
 def test_readme_links_resolve() -> None:

@@ -9,7 +9,6 @@ the model, since their figures would describe the infrastructure, not the model.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from ors_gym.cli._target import add_env_arguments, resolve_target
@@ -72,7 +71,6 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
-    logging.getLogger("ors_gym").addHandler(logging.NullHandler())
     target = resolve_target(args.env_id, args.env_url, args.env_name)
     try:
         summary = evaluate(
