@@ -202,6 +202,16 @@ def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
     assert set(record["steps"][0]["results"][0]) - _table_fields(result) == set()
 
 
+def test_eval_summary_fields_are_documented(tmp_path: Path) -> None:
+    from ors_gym.eval import evaluate
+
+    summary = evaluate("ors/Counter-v0", "scripted", episodes=1, out=tmp_path)
+    page = (ROOT / "docs" / "reference" / "eval-summary.md").read_text(encoding="utf-8")
+    documented = _table_fields(page)
+    assert set(summary) - documented == set(), "summary.json fields the page omits"
+    assert documented - set(summary) == set(), "fields the page lists but summary.json lacks"
+
+
 def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(

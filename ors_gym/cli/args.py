@@ -18,7 +18,9 @@ from typing import Any
 
 __all__ = [
     "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "Handler",
     "Subparsers",
@@ -30,9 +32,17 @@ __all__ = [
 Subparsers = Any  # argparse._SubParsersAction: private, so not named in annotations
 Handler = Callable[[argparse.Namespace], int]
 
+# Every exit code of ``ors-gym``; docs/reference/cli.md lists each (a test checks it).
 EXIT_OK = 0
+#: Infrastructure trouble (a server unreachable, a missing extra); eval: too many episodes
+#: failed outside the model.
 EXIT_FAILURE = 1
+#: A mistake in the command line.
 EXIT_USAGE = 2
+#: ``serve`` could not listen on ``--host``/``--port`` (uvicorn's startup-failure code).
+EXIT_UNAVAILABLE = 3
+#: Stopped by Ctrl-C (SIGINT) before finishing: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
