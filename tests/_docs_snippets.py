@@ -15,12 +15,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEMO_URL", "Snippet", "command_lines", "commands", "doc_pages", "snippets"]
+__all__ = ["DEMO_URL", "MODEL_URL", "Snippet", "command_lines", "commands", "doc_pages", "snippets"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The server address the pages' snippets use; the tests put a live server's URL in its place.
 DEMO_URL = "http://127.0.0.1:8080"
+#: The OpenAI-compatible endpoint the pages use; the tests put the suite's own
+#: (``tests/_openai_server.py``) in its place.
+MODEL_URL = "http://127.0.0.1:8000/v1"
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*(skip:\s*(.+?)|run)\s*-->\s*$")

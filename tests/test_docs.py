@@ -2,7 +2,8 @@
 
 Each page's Python snippets run in page order in one namespace (a page's snippets
 build on each other), in a fresh working folder, with the bundled environments served
-by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
+by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080`` and the
+suite's OpenAI-compatible server in place of their ``http://127.0.0.1:8000/v1``.
 Snippets marked ``<!-- skip: reason -->`` are compiled only; ``ors-gym`` commands in
 bash blocks marked ``<!-- run -->`` run in-process, in page order with the snippets. A deprecated
 ors_gym import path in a snippet is an error. Every other ``ors-gym`` command line in a
@@ -21,12 +22,30 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests._docs_snippets import DEMO_URL, ROOT, command_lines, commands, doc_pages, snippets
+from tests._docs_snippets import (
+    DEMO_URL,
+    MODEL_URL,
+    ROOT,
+    command_lines,
+    commands,
+    doc_pages,
+    snippets,
+)
 
 PAGES = doc_pages()
+
+
+@pytest.fixture
+def _openai_endpoint() -> Iterator[str]:
+    """The suite's OpenAI-compatible server (``ScriptedLLM`` behind real HTTP), for a page."""
+    from tests._openai_server import OpenAIServer
+
+    with OpenAIServer() as srv:
+        yield srv.base_url
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
@@ -43,6 +62,13 @@ def test_snippets_run(
     steps = sorted([(s.line, s) for s in found] + lines, key=lambda item: item[0])
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    model_url = MODEL_URL
+    if any(MODEL_URL in s.code for s in found) or any(MODEL_URL in c for _, c in lines):
+        model_url = str(request.getfixturevalue("_openai_endpoint"))
+
+    def here(text: str) -> str:
+        return text.replace(DEMO_URL, url).replace(MODEL_URL, model_url)
+
     try:
         with warnings.catch_warnings():
             # A page teaching an import path ors_gym has deprecated fails here.
@@ -50,10 +76,10 @@ def test_snippets_run(
             for line, step in steps:
                 where = f"{page.relative_to(ROOT)}:{line}"
                 if isinstance(step, str):
-                    argv = shlex.split(step.replace(DEMO_URL, url))[1:]
+                    argv = shlex.split(here(step))[1:]
                     assert main(argv) == 0, f"{where}: {step} failed"
                     continue
-                code = compile(step.code.replace(DEMO_URL, url), where, "exec")
+                code = compile(here(step.code), where, "exec")
                 if step.skip is None:
                     exec(code, namespace)
     finally:
@@ -210,6 +236,48 @@ def test_eval_summary_fields_are_documented(tmp_path: Path) -> None:
     documented = _table_fields(page)
     assert set(summary) - documented == set(), "summary.json fields the page omits"
     assert documented - set(summary) == set(), "fields the page lists but summary.json lacks"
+
+
+def _viewer_png() -> Any:
+    """``scripts/viewer_png.py`` as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("viewer_png", ROOT / "scripts" / "viewer_png.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_viewer_png_comes_from_a_real_run(tmp_path: Path) -> None:
+    """The picture's page: a real scripted evaluation, its interval within the rewards seen."""
+    from ors_gym.trajectories import read_trajectories
+
+    page = _viewer_png().make_report(tmp_path).read_text(encoding="utf-8")
+    records = read_trajectories(tmp_path / "scripted-eval.jsonl")
+    rewards = [r["total_reward"] for r in records]
+    table = page.partition('id="summary">')[2].partition("</table>")[0]
+    low, high = map(float, re.findall(r"95% CI (-?[\d.]+) \.\. (-?[\d.]+)", table)[0])
+    assert min(rewards) <= low <= high <= max(rewards)
+    assert "ors/GridWorld-v0, ors/QA-v0" in table
+    guide = (ROOT / "docs" / "guides" / "llm-agents.md").read_text(encoding="utf-8")
+    assert "python scripts/viewer_png.py" in guide and "(../viewer.png)" in guide
+
+
+@pytest.mark.slow
+def test_viewer_png_script_writes_the_picture(tmp_path: Path) -> None:
+    from tests._browser import CHROMIUM
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    module = _viewer_png()
+    png = tmp_path / "viewer.png"
+    assert module.main([str(png)]) == 0
+    from PIL import Image
+
+    with Image.open(png) as image:
+        assert image.size == module.WINDOW
+        assert len(image.convert("L").getcolors(256) or []) > 20  # a page, not a blank frame
 
 
 def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
