@@ -21,6 +21,7 @@ can show it to the agent as an observation.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -120,8 +121,12 @@ def _parse_mapping(action: Mapping[Any, Any]) -> ParsedAction:
         return _parse_calls(calls, message, where="action['tool_calls']")
     if _looks_like_call(action):
         return _parse_calls([action], "", where="action", indexed=False)
-    unknown = sorted(repr(k) for k in keys - _TOP_KEYS)
-    raise OrsActionError(f"action dict has unknown key(s) {', '.join(unknown)}. {_VALID_SHAPE}")
+    unknown = sorted(keys - _TOP_KEYS, key=repr)
+    named = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), sorted(_TOP_KEYS), n=1, cutoff=0.6)
+        named.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+    raise OrsActionError(f"action dict has unknown key(s) {', '.join(named)}. {_VALID_SHAPE}")
 
 
 def _looks_like_call(obj: Mapping[Any, Any]) -> bool:

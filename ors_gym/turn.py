@@ -244,7 +244,7 @@ def call_record(
     (``_agent_errors``); ``error`` keeps the server's own message.
     """
     if isinstance(result, RunToolError):
-        told = explain(call.name, result.error, result.reason, tools)
+        told = explain(call.name, result.error, result.reason, tools, call.arguments)
         return {
             "name": call.name,
             "input": call.arguments,

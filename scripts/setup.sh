@@ -7,12 +7,15 @@
 # torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
 # package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
 # to the torch already there so that no other build of torch is ever fetched; set
-# ORS_GYM_INSTALLER=pip to install with pip instead. chromium's apt-get runs beside the Python
-# install. The install runs only when something it installs has changed:
-# the venv keeps a stamp holding the SHA-256 of pyproject.toml and the extra installed, and the
-# install runs again when the hash differs, when the extra installed is not enough (dev covers
-# train), or when ors_gym (from this checkout) is not importable. ORS_GYM_VENV chooses the venv
-# folder (default .venv); a fresh folder always installs.
+# ORS_GYM_INSTALLER=pip to install with pip instead. Both install with requirements.lock as a
+# constraint: every package gets the version the lock names (the versions the suite was run
+# with), and nothing the extra does not ask for is installed; `bash scripts/lock.sh` refreshes
+# the lock. chromium's apt-get (without its recommends) runs beside the Python install. The
+# install runs only when something it installs has changed: the venv keeps a stamp holding the
+# SHA-256 of pyproject.toml and requirements.lock and the extra installed, and the install runs
+# again when the hash differs, when the extra installed is not enough (dev covers train), or
+# when ors_gym (from this checkout) is not importable. ORS_GYM_VENV chooses the venv folder
+# (default .venv); a fresh folder always installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODE="${1:-test}"
@@ -33,7 +36,8 @@ have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-bro
 if [ "$MODE" = test ] && ! have_chromium; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing chromium (the viewer's browser test), beside the Python install"
-    ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium ) \
+    ( apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends chromium ) \
       >/dev/null &
     chromium_job=$!
   else
@@ -43,7 +47,10 @@ fi
 
 python -c "import torch" 2>/dev/null || python -m pip install --quiet "torch==2.13.0"
 
-wanted="$(python -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' pyproject.toml)"
+LOCK=requirements.lock
+wanted="$(python -c 'import hashlib, sys
+print(hashlib.sha256(b"".join(open(p, "rb").read() for p in sys.argv[1:])).hexdigest())' \
+  pyproject.toml "$LOCK")"
 # The stamp is "<sha256> <extra>"; a stamp without an extra was written for dev.
 [ -f "$STAMP" ] && read -r stamped_hash stamped_extra < "$STAMP" || true
 stamped_hash="${stamped_hash:-}"
@@ -57,11 +64,11 @@ sys.exit(pathlib.Path(ors_gym.__file__).resolve().parents[1] != pathlib.Path(sys
     2>/dev/null
 }
 if [ "$wanted" = "$stamped_hash" ] && enough && importable; then
-  echo "setup: $VENV is up to date with pyproject.toml ($stamped_extra); skipping pip install"
+  echo "setup: $VENV is up to date with pyproject.toml and $LOCK ($stamped_extra); skipping pip install"
 else
   if [ "${ORS_GYM_INSTALLER:-uv}" = pip ]; then
     python -m pip install --quiet --upgrade pip
-    python -m pip install --quiet -e ".[$EXTRA]"
+    python -m pip install --quiet --constraint "$LOCK" -e ".[$EXTRA]"
   else
     python -m pip install --quiet uv
     # A constraint on the torch in the venv: a package asking for another torch fails the
@@ -71,7 +78,7 @@ else
       > "$held"
     # --compile-bytecode: as pip does, so that no process compiles the libraries again.
     python -m uv pip install --quiet --compile-bytecode --python "$VENV/bin/python" \
-      --constraint "$held" -e ".[$EXTRA]"
+      --constraint "$held" --constraint "$LOCK" -e ".[$EXTRA]"
   fi
   echo "$wanted $EXTRA" > "$STAMP"
 fi

@@ -4,7 +4,9 @@ A fenced block opened with ```` ```python ```` is a snippet. An HTML comment
 ``<!-- skip: reason -->`` on the line before its fence (blank lines between are
 allowed) marks it as one that cannot run in the test suite (a hosted platform,
 a GPU); the tests still compile it. A ```` ```bash ```` block marked
-``<!-- run -->`` holds ``ors-gym`` commands the tests run in-process, one a line.
+``<!-- run -->`` holds ``ors-gym`` commands the tests run in-process, one a line; every
+other ``ors-gym`` line of a bash block (one that needs a GPU, a model endpoint or a
+package the reader writes) is parsed by the command's own parser.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DEMO_URL", "Snippet", "commands", "doc_pages", "snippets"]
+__all__ = ["DEMO_URL", "MODEL_URL", "Snippet", "command_lines", "commands", "doc_pages", "snippets"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
 #: The server address the pages' snippets use; the tests put a live server's URL in its place.
 DEMO_URL = "http://127.0.0.1:8080"
+#: The OpenAI-compatible endpoint the pages use; the tests put the suite's own
+#: (``tests/_openai_server.py``) in its place.
+MODEL_URL = "http://127.0.0.1:8000/v1"
 
 _FENCE = re.compile(r"^(\s*)```(\w*)\s*$")
 _MARK = re.compile(r"^\s*<!--\s*(skip:\s*(.+?)|run)\s*-->\s*$")
@@ -85,4 +90,25 @@ def commands(path: Path) -> list[tuple[int, str]]:
                 if not command.startswith("ors-gym "):
                     raise ValueError(f"{path}:{block.line + offset}: not an ors-gym command")
                 found.append((block.line + offset, command))
+    return found
+
+
+def command_lines(path: Path) -> list[tuple[int, str]]:
+    """Every ``ors-gym`` command line of the page's bash blocks, marked or not, with its line
+    number: ``\\`` continuations joined, trailing ``# comments`` dropped."""
+    found: list[tuple[int, str]] = []
+    for lang, _, block in _blocks(path):
+        if lang not in ("bash", "sh", "shell", "console"):
+            continue
+        start, pending = 0, ""
+        for offset, line in enumerate(block.code.splitlines()):
+            text = line.split(" #")[0].strip()
+            if not pending:
+                start = offset
+            if text.endswith("\\"):
+                pending += text[:-1].strip() + " "
+                continue
+            command, pending = (pending + text).strip(), ""
+            if command.startswith("ors-gym ") or command == "ors-gym":
+                found.append((block.line + start, command))
     return found

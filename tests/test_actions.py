@@ -478,3 +478,40 @@ def test_tagged_calls_round_trip(before: str, raw: list[dict[str, Any]]) -> None
     parsed = parse_action(before + "\n" + tags)
     assert calls(parsed) == [(c["name"], c["arguments"]) for c in raw]
     assert parsed.message == before.strip()
+
+
+def test_agent_mistakes_are_sentences_naming_the_nearest_name() -> None:
+    """A misspelt argument name reaches the agent named, beside the one the tool takes (the
+    SDK's model ignores the unknown key and reports only the parameter as missing); an
+    unknown tool is one sentence naming the tools."""
+    import gymnasium as gym
+
+    import ors_gym  # noqa: F401 - registers the ors/... ids
+
+    env = gym.make("ors/GridWorld-v0")
+    try:
+        env.reset(seed=0)
+        obs, _, _, _, info = env.step(
+            {"tool_calls": [{"name": "move", "arguments": {"dirction": "down"}}]}
+        )
+        assert info["error_reason"] == "input_validation"
+        assert obs["text"].splitlines() == [
+            "Error: The arguments of 'move' are invalid:",
+            "'dirction' is not an argument of 'move'; did you mean 'direction'?",
+            "Its arguments: direction.",
+            "direction: Field required.",
+        ]
+        obs, _, _, _, info = env.step({"tool_calls": [{"name": "nope", "arguments": {}}]})
+        assert obs["text"] == "Error: 'nope' is not a valid tool. Tools: move."
+        assert info["calls"][0]["error"] == "'nope' is not a valid tool"  # the server's words
+        obs, _, _, _, _ = env.step(
+            {"tool_calls": [{"name": "move", "arguments": {"direction": "down", "zz": 1}}]}
+        )
+        assert "'zz' is not an argument" not in obs["text"]  # a valid call ran: not an error
+    finally:
+        env.close()
+
+
+def test_an_unknown_action_key_names_the_nearest_one() -> None:
+    with pytest.raises(OrsActionError, match=r"'tool_call' \(did you mean 'tool_calls'\?\)"):
+        parse_action({"tool_call": [{"name": "move", "arguments": {}}]})

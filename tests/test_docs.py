@@ -2,12 +2,14 @@
 
 Each page's Python snippets run in page order in one namespace (a page's snippets
 build on each other), in a fresh working folder, with the bundled environments served
-by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080``.
+by the session's real ORS server in place of the pages' ``http://127.0.0.1:8080`` and the
+suite's OpenAI-compatible server in place of their ``http://127.0.0.1:8000/v1``.
 Snippets marked ``<!-- skip: reason -->`` are compiled only; ``ors-gym`` commands in
 bash blocks marked ``<!-- run -->`` run in-process, in page order with the snippets. A deprecated
-ors_gym import path in a snippet is an error. ``mkdocs build --strict``
-turns every warning (a broken link, a docstring that fails to render, an option with no
-description) into a failure.
+ors_gym import path in a snippet is an error. Every other ``ors-gym`` command line in a
+bash block is parsed by the command's own parser. The site is built with the README's
+command, ``mkdocs build --strict``, and every ``WARNING`` line it prints (a broken link, a
+docstring that fails to render, an option with no description) fails the test.
 """
 
 from __future__ import annotations
@@ -20,12 +22,30 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests._docs_snippets import DEMO_URL, ROOT, commands, doc_pages, snippets
+from tests._docs_snippets import (
+    DEMO_URL,
+    MODEL_URL,
+    ROOT,
+    command_lines,
+    commands,
+    doc_pages,
+    snippets,
+)
 
 PAGES = doc_pages()
+
+
+@pytest.fixture
+def _openai_endpoint() -> Iterator[str]:
+    """The suite's OpenAI-compatible server (``ScriptedLLM`` behind real HTTP), for a page."""
+    from tests._openai_server import OpenAIServer
+
+    with OpenAIServer() as srv:
+        yield srv.base_url
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
@@ -42,6 +62,13 @@ def test_snippets_run(
     steps = sorted([(s.line, s) for s in found] + lines, key=lambda item: item[0])
     monkeypatch.chdir(tmp_path)
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
+    model_url = MODEL_URL
+    if any(MODEL_URL in s.code for s in found) or any(MODEL_URL in c for _, c in lines):
+        model_url = str(request.getfixturevalue("_openai_endpoint"))
+
+    def here(text: str) -> str:
+        return text.replace(DEMO_URL, url).replace(MODEL_URL, model_url)
+
     try:
         with warnings.catch_warnings():
             # A page teaching an import path ors_gym has deprecated fails here.
@@ -49,10 +76,10 @@ def test_snippets_run(
             for line, step in steps:
                 where = f"{page.relative_to(ROOT)}:{line}"
                 if isinstance(step, str):
-                    argv = shlex.split(step.replace(DEMO_URL, url))[1:]
+                    argv = shlex.split(here(step))[1:]
                     assert main(argv) == 0, f"{where}: {step} failed"
                     continue
-                code = compile(step.code.replace(DEMO_URL, url), where, "exec")
+                code = compile(here(step.code), where, "exec")
                 if step.skip is None:
                     exec(code, namespace)
     finally:
@@ -112,6 +139,10 @@ def _lower_priority() -> None:
     os.nice(10)
 
 
+#: The site build, as the README gives it (the suite adds only ``-d`` for a temporary folder).
+SITE_BUILD = ("mkdocs", "build", "--strict")
+
+
 class _SiteBuild:
     """``mkdocs build --strict`` in a child process, started early so that it overlaps
     the snippet tests (which mostly wait on servers and Ray) instead of following them.
@@ -121,7 +152,7 @@ class _SiteBuild:
         self.site = site
         env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": str(ROOT)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
+            [sys.executable, "-m", *SITE_BUILD, "-d", str(site)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             preexec_fn=_lower_priority if hasattr(os, "nice") else None,
         )
@@ -157,6 +188,8 @@ def test_site_builds_strict(site_build: _SiteBuild | None) -> None:
         pytest.fail("docs/guides/trainers.md (the trainers guide, in the nav) is missing")
     assert site_build is not None
     returncode, output = site_build.result()
+    warned = [line for line in output.splitlines() if line.startswith("WARNING")]
+    assert warned == [], "\n".join(warned)
     assert returncode == 0, output
     tmp_path = site_build.site.parent
     api = (tmp_path / "site" / "reference" / "api" / "index.html").read_text(encoding="utf-8")
@@ -215,6 +248,58 @@ def test_trajectory_fields_are_documented(tmp_path: Path) -> None:
     assert set(record["steps"][0]["results"][0]) - _table_fields(result) == set()
 
 
+def test_eval_summary_fields_are_documented(tmp_path: Path) -> None:
+    from ors_gym.eval import evaluate
+
+    summary = evaluate("ors/Counter-v0", "scripted", episodes=1, out=tmp_path)
+    page = (ROOT / "docs" / "reference" / "eval-summary.md").read_text(encoding="utf-8")
+    documented = _table_fields(page)
+    assert set(summary) - documented == set(), "summary.json fields the page omits"
+    assert documented - set(summary) == set(), "fields the page lists but summary.json lacks"
+
+
+def _viewer_png() -> Any:
+    """``scripts/viewer_png.py`` as a module."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("viewer_png", ROOT / "scripts" / "viewer_png.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_viewer_png_comes_from_a_real_run(tmp_path: Path) -> None:
+    """The picture's page: a real scripted evaluation, its interval within the rewards seen."""
+    from ors_gym.trajectories import read_trajectories
+
+    page = _viewer_png().make_report(tmp_path).read_text(encoding="utf-8")
+    records = read_trajectories(tmp_path / "scripted-eval.jsonl")
+    rewards = [r["total_reward"] for r in records]
+    table = page.partition('id="summary">')[2].partition("</table>")[0]
+    low, high = map(float, re.findall(r"95% CI (-?[\d.]+) \.\. (-?[\d.]+)", table)[0])
+    assert min(rewards) <= low <= high <= max(rewards)
+    assert "ors/GridWorld-v0, ors/QA-v0" in table
+    guide = (ROOT / "docs" / "guides" / "llm-agents.md").read_text(encoding="utf-8")
+    assert "python scripts/viewer_png.py" in guide and "(../viewer.png)" in guide
+
+
+@pytest.mark.slow
+def test_viewer_png_script_writes_the_picture(tmp_path: Path) -> None:
+    from tests._browser import CHROMIUM
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    module = _viewer_png()
+    png = tmp_path / "viewer.png"
+    assert module.main([str(png)]) == 0
+    from PIL import Image
+
+    with Image.open(png) as image:
+        assert image.size == module.WINDOW
+        assert len(image.convert("L").getcolors(256) or []) > 20  # a page, not a blank frame
+
+
 def test_collector_reads_fences_and_skip_marks(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text(
@@ -242,6 +327,38 @@ def test_collector_reads_run_marks(tmp_path: Path) -> None:
     page.write_text(page.read_text(encoding="utf-8").replace("ls", "ors-gym view f"), "utf-8")
     assert commands(page) == [(3, "ors-gym list"), (5, "ors-gym eval x"), (12, "ors-gym view f")]
     assert len(commands(ROOT / "docs" / "guides" / "llm-agents.md")) >= 1
+
+
+def test_readme_builds_the_site_as_the_suite_does() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert " ".join(SITE_BUILD) in text
+
+
+def test_command_lines_parse() -> None:
+    """Every ``ors-gym`` line of a bash block (run or not) is one the command accepts."""
+    from ors_gym.cli import build_parser
+
+    parser = build_parser()
+    checked = 0
+    for page in PAGES:
+        for line, command in command_lines(page):
+            where = f"{page.relative_to(ROOT)}:{line}"
+            try:
+                parser.parse_args(shlex.split(command)[1:])
+            except SystemExit as exc:
+                pytest.fail(f"{where}: the ors-gym parser refuses {command!r} (exit {exc.code})")
+            checked += 1
+    assert checked >= 10  # the collector finds the guides' command lines
+
+
+def test_collector_reads_command_lines(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\npip install x\nors-gym serve a:B \\\n  --port 1   # note\n```\n"
+        "Text `ors-gym list` inline.\n<!-- run -->\n```bash\nors-gym list\n```\n",
+        encoding="utf-8",
+    )
+    assert command_lines(page) == [(3, "ors-gym serve a:B --port 1"), (9, "ors-gym list")]
 
 
 def test_readme_links_resolve() -> None:

@@ -206,17 +206,17 @@ def test_agent_mistakes_read_like_a_model_needs_them(make_env: Any) -> None:
     env = make_env("Math")
     env.reset(options={"index": 0})
     obs, _, _, _, info = env.step({"tool_calls": [{"name": "sbumit", "arguments": {}}]})
-    expected = "Error: 'sbumit' is not a valid tool; did you mean 'submit'? tools: submit"
+    expected = "Error: 'sbumit' is not a valid tool; did you mean 'submit'? Tools: submit."
     assert obs["text"] == expected
     assert info["calls"][0]["error"] == "'sbumit' is not a valid tool"  # the server's own words
     obs, _, _, _, info = env.step(submit("not a number"))
     lines = obs["text"].splitlines()
-    assert lines[0] == "Error: the arguments of 'submit' are invalid:"
+    assert lines[0] == "Error: The arguments of 'submit' are invalid:"
     assert lines[1].startswith("answer: Input should be a valid number")
-    assert lines[1].endswith("got 'not a number'") and "https://" not in obs["text"]
+    assert lines[1].endswith("got 'not a number'.") and "https://" not in obs["text"]
     assert "errors.pydantic.dev" in info["calls"][0]["error"]  # raw detail kept in info
     obs, _, _, _, _ = env.step({"tool_calls": [{"name": "submit", "arguments": {}}]})
-    assert obs["text"].splitlines()[1] == "answer: Field required"
+    assert obs["text"].splitlines()[1] == "answer: Field required."
 
 
 def test_repr_names_the_env_and_summarises_images(make_env: Any, backend_kind: str) -> None:

@@ -1,7 +1,8 @@
 """``scripts/setup.sh``: one light install for the main job, the rest for the tests.
 
-It skips ``pip install`` when the venv already matches pyproject.toml and holds the extra
-the job needs; the main job's extra carries no Ray, linters or test tools.
+It skips ``pip install`` when the venv already matches pyproject.toml and requirements.lock
+and holds the extra the job needs; the main job's extra carries no Ray, linters or test tools.
+The lock names a version for every package the dev extra asks for, inside pyproject's range.
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def _stamp(venv: Path) -> list[str]:
 def test_setup_skips_pip_install_when_nothing_changed(job: str) -> None:
     venv = Path(sys.prefix)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    wanted = hashlib.sha256((REPO / "pyproject.toml").read_bytes()).hexdigest()
+    wanted = hashlib.sha256(
+        (REPO / "pyproject.toml").read_bytes() + (REPO / "requirements.lock").read_bytes()
+    ).hexdigest()
     before = _stamp(venv)
     if (
         not (venv / "bin" / "activate").exists()
@@ -103,3 +106,56 @@ def test_the_train_extra_is_light_and_dev_covers_it() -> None:
     assert "jupyter" in _requirements("notebooks", extras)
     train_sh = (REPO / "scripts" / "train.sh").read_text()
     assert "setup.sh train" in train_sh and "apt-get" not in train_sh
+
+
+def _locked() -> dict[str, list[str]]:
+    """requirements.lock's pins: name -> the versions it names (one per marker it splits on)."""
+    pins: dict[str, list[str]] = {}
+    for line in (REPO / "requirements.lock").read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
+        if match:
+            name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+            pins.setdefault(name, []).append(match.group(2))
+    return pins
+
+
+def _extra_requirements(extra: str, extras: dict[str, list[str]]) -> list[str]:
+    """The requirement strings ``extra`` brings, through ``ors-gym[...]`` self-references."""
+    found: list[str] = []
+    for req in extras[extra]:
+        if req.startswith("ors-gym["):
+            for inner in req.partition("[")[2].rstrip("]").split(","):
+                found += _extra_requirements(inner.strip(), extras)
+        else:
+            found.append(req)
+    return found
+
+
+def test_the_lock_covers_the_dev_extra_within_its_ranges() -> None:
+    """A requirement added to pyproject.toml without ``bash scripts/lock.sh`` fails here."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    pins = _locked()
+    wanted = [*project["dependencies"],
+              *_extra_requirements("dev", project["optional-dependencies"])]
+    assert len(wanted) > 20
+    for text in wanted:
+        req = Requirement(text)
+        name = re.sub(r"[-_.]+", "-", req.name).lower()
+        assert name in pins, f"{req.name} is not in requirements.lock: run bash scripts/lock.sh"
+        for version in pins[name]:
+            assert req.specifier.contains(version, prereleases=True), (
+                f"requirements.lock has {req.name}=={version}, outside pyproject's {text!r}: "
+                "run bash scripts/lock.sh"
+            )
+    assert pins["torch"] == ["2.13.0"]  # held at the build setup.sh installs first
+
+
+def test_setup_installs_from_the_lock_and_lock_sh_writes_it() -> None:
+    setup = (REPO / "scripts" / "setup.sh").read_text()
+    assert setup.count('--constraint "$LOCK"') == 2  # with uv and with pip
+    assert "--no-install-recommends chromium" in setup
+    header = (REPO / "requirements.lock").read_text().splitlines()[:2]
+    assert "bash scripts/lock.sh" in header[1]
+    assert "site/" in (REPO / ".gitignore").read_text().splitlines()

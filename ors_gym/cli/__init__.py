@@ -5,9 +5,11 @@ Each subcommand lives in its own module (``serve.py``, ``list.py``,
 builds its parser and sets ``handler`` to a ``(args) -> exit code`` function; adding a subcommand
 means writing one such module and appending its ``add_parser`` to
 ``SUBCOMMANDS``. The current folder is put on ``sys.path`` first, so a
-``module:Class`` argument finds a package there. A handler signals a usage mistake by raising
-:class:`UsageError` (exit code 2, one line on stderr); an infrastructure failure (``OrsError``) or a
-missing extra is one line too, exit code 1. The libraries the
+``module:Class`` argument finds a package there. A handler signals a usage mistake by
+raising :class:`UsageError` (exit code 2, one line on stderr); an infrastructure failure
+(``OrsError``) or a missing extra is one line too, exit code 1; Ctrl-C is one line, exit
+code 130. What the library logs at WARNING or above reaches stderr as
+``ors-gym <command>: warning: ...`` lines. The libraries the
 subcommands drive (:mod:`ors_gym.serving`, :mod:`ors_gym.train`, :mod:`ors_gym.eval`,
 :mod:`ors_gym.viewer`) never import
 this package.
@@ -24,7 +26,15 @@ from ors_gym.cli import eval as eval_command
 from ors_gym.cli import list as list_command
 from ors_gym.cli import serve, train, view
 from ors_gym.cli._target import cwd_on_path
-from ors_gym.cli.args import EXIT_FAILURE, EXIT_USAGE, Handler, Subparsers, UsageError
+from ors_gym.cli.args import (
+    EXIT_FAILURE,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    Handler,
+    Subparsers,
+    UsageError,
+    warnings_to_stderr,
+)
 from ors_gym.cli.serve import resolve_env_specs
 from ors_gym.errors import OrsDependencyError, OrsError
 
@@ -63,10 +73,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     cwd_on_path()  # 'module:Class' arguments import from the current folder, as uvicorn's do
     try:
-        return handler(args)
+        with warnings_to_stderr(args.command):
+            return handler(args)
     except UsageError as exc:
         print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (OrsDependencyError, OrsError) as exc:  # a missing extra, an unreachable server...
         print(f"ors-gym {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE
+    except KeyboardInterrupt:  # Ctrl-C: one line, not a traceback
+        print(f"ors-gym {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED

@@ -10,25 +10,39 @@ and exits with code 2.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
     "EXIT_FAILURE",
+    "EXIT_INTERRUPTED",
     "EXIT_OK",
+    "EXIT_UNAVAILABLE",
     "EXIT_USAGE",
     "Handler",
     "Subparsers",
     "UsageError",
     "int_type",
+    "warnings_to_stderr",
 ]
 
 Subparsers = Any  # argparse._SubParsersAction: private, so not named in annotations
 Handler = Callable[[argparse.Namespace], int]
 
+# Every exit code of ``ors-gym``; docs/reference/cli.md lists each (a test checks it).
 EXIT_OK = 0
+#: Infrastructure trouble (a server unreachable, a missing extra); eval: too many episodes
+#: failed outside the model.
 EXIT_FAILURE = 1
+#: A mistake in the command line.
 EXIT_USAGE = 2
+#: ``serve`` could not listen on ``--host``/``--port`` (uvicorn's startup-failure code).
+EXIT_UNAVAILABLE = 3
+#: Stopped by Ctrl-C (SIGINT) before finishing: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
@@ -49,3 +63,38 @@ def int_type(what: str, low: int, high: int | None = None) -> Callable[[str], in
         return value
 
     return parse
+
+
+class _StderrHandler(logging.Handler):
+    """One ``ors-gym <command>: warning: ...`` line on stderr per record, written through
+    tqdm when a progress bar may be on screen, so that the bar is redrawn below it."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(logging.WARNING)
+        self.command = command
+
+    def emit(self, record: logging.LogRecord) -> None:
+        level = "error" if record.levelno >= logging.ERROR else "warning"
+        line = f"ors-gym {self.command}: {level}: {record.getMessage()}"
+        tqdm = sys.modules.get("tqdm")
+        try:
+            if tqdm is not None:
+                tqdm.tqdm.write(line, file=sys.stderr)
+            else:
+                print(line, file=sys.stderr)
+        except Exception:  # a closed stderr: nothing more to do
+            self.handleError(record)
+
+
+@contextmanager
+def warnings_to_stderr(command: str) -> Iterator[None]:
+    """While a subcommand runs, what ``ors_gym`` logs at WARNING or above is printed on stderr
+    (the library itself installs no handler, so without this only Python's last-resort
+    handler would show it, and a handler another library adds would hide it)."""
+    logger = logging.getLogger("ors_gym")
+    handler = _StderrHandler(command)
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)

@@ -1,15 +1,15 @@
 """``ors-gym eval``: run a chat model on an ORS environment and report (``ors_gym.eval``).
 
 Writes ``trajectories.jsonl``, ``summary.json`` and ``report.html`` under
-``--out``, shows a progress bar on stderr and prints the summary table. Exits 1
-when more episodes than ``--max-errors`` (default: all but one) failed outside
-the model, since their figures would describe the infrastructure, not the model.
+``--out`` (a folder holding an earlier run is refused, unless ``--overwrite``),
+shows a progress bar on stderr and prints the summary table. Exits 1 when more
+episodes than ``--max-errors`` (default: all but one) failed outside the model,
+since their figures would describe the infrastructure, not the model.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 
 from ors_gym.cli._target import add_env_arguments, resolve_target
@@ -47,7 +47,10 @@ def add_parser(subparsers: Subparsers) -> None:
                         help="episodes at once (default: %(default)s)")
     parser.add_argument("--split", default=None, help="task split (default: the env's default)")
     parser.add_argument("--out", default="runs/eval",
-                        help="output directory (default: %(default)s)")
+                        help="output directory (default: %(default)s); one that holds an "
+                        "earlier run is refused unless --overwrite")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the run already in --out")
     parser.add_argument("--max-turns", type=positive, default=20,
                         help="turns before an episode is truncated (default: %(default)s)")
     parser.add_argument("--max-retries", type=int_type("value", 0), default=2,
@@ -72,7 +75,6 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
-    logging.getLogger("ors_gym").addHandler(logging.NullHandler())
     target = resolve_target(args.env_id, args.env_url, args.env_name)
     try:
         summary = evaluate(
@@ -80,10 +82,11 @@ def _run(args: argparse.Namespace) -> int:
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
             temperature=args.temperature, env_options=target.options or None,
-            progress=not args.no_progress_bar,
+            progress=not args.no_progress_bar, overwrite=args.overwrite,
         )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    except (ValueError, FileExistsError) as exc:
+        raise UsageError(str(exc).replace("overwrite=True (ors-gym eval: --overwrite)",
+                                          "--overwrite")) from exc
     print(format_summary(summary))
     print(f"trajectories: {summary['trajectories']}")
     print(f"summary: {summary['summary_path']}")
@@ -93,9 +96,10 @@ def _run(args: argparse.Namespace) -> int:
     if failed > allowed:
         reasons = ", ".join(f"{k}: {v}" for k, v in summary["errors"].items()
                             if k.startswith(OUTSIDE_THE_MODEL))
+        limit = f", more than --max-errors {args.max_errors}" if args.max_errors is not None else ""
         print(
             f"ors-gym eval: error: {failed} of {episodes} episodes failed outside the model "
-            f"({reasons}), more than --max-errors {allowed}; they are not scored. Check "
+            f"({reasons}){limit}; they are not scored. Check "
             "--base-url and the environment's server",
             file=sys.stderr,
         )

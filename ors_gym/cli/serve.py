@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ors_gym.cli.args import EXIT_FAILURE, EXIT_OK, Subparsers, UsageError, int_type
+from ors_gym.cli.args import EXIT_OK, EXIT_UNAVAILABLE, Subparsers, UsageError, int_type
 from ors_gym.envs import BUNDLED, DEFAULT_ENV, resolve_bundled
 
 __all__ = ["add_parser", "bundled_in_default_order", "guard_shell", "resolve_env_specs"]
@@ -102,14 +102,14 @@ def _run(args: argparse.Namespace) -> int:
     try:
         serve_forever(classes, host=args.host, port=args.port)
     except SystemExit as exc:  # uvicorn exits when it cannot bind
-        code = exc.code if isinstance(exc.code, int) else EXIT_FAILURE
-        if code:
-            print(
-                f"ors-gym: could not serve on {args.host}:{args.port} (see the error above); "
-                "pick another --port, or --port 0 for a free one",
-                file=sys.stderr,
-            )
-        return code
+        if exc.code in (0, None):
+            return EXIT_OK
+        print(
+            f"ors-gym: could not serve on {args.host}:{args.port} (see the error above); "
+            "pick another --port, or --port 0 for a free one",
+            file=sys.stderr,
+        )
+        return EXIT_UNAVAILABLE
     except KeyboardInterrupt:
         pass
     return EXIT_OK

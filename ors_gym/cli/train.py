@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ors_gym.cli._target import add_env_arguments, resolve_target
 from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
@@ -46,9 +48,14 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     positive = int_type("value", 1)
     parser.add_argument(
-        "--env", "--env-id", dest="env_id", default=None,
+        "env", metavar="ENV", nargs="?", default=None,
         help="a registered gym id, a 'module:Class' SDK environment (imported from the "
-        f"current folder), or with --env-url the server's (default: {_DEFAULT_ENV_ID})",
+        f"current folder), or with --env-url the server's (default: {_DEFAULT_ENV_ID}); "
+        "as eval takes it",
+    )
+    parser.add_argument(
+        "--env", "--env-id", dest="env_id", default=None, metavar="ENV",
+        help="the same as ENV (either one)",
     )
     parser.add_argument(
         "--algo", default="PPO", choices=ALGOS, type=str.upper,
@@ -97,10 +104,11 @@ def add_parser(subparsers: Subparsers) -> None:
 
 
 class _QuietProbe(logging.Filter):
-    """Drops what probing environments for trainability logs (each wrapper it tries)."""
+    """Drops the wrappers' note on a left-out terminal tool while environments are probed
+    (each wrapper tried would repeat it); ``train`` says it once, in its own words."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("DiscreteToolActions:")
+        return not record.getMessage().startswith("DiscreteToolActions: the terminal tool")
 
 
 @contextmanager
@@ -163,10 +171,43 @@ def _check_obs(env_id: str, obs: str, base_url: str | None) -> None:
         raise _not_trainable(env_id, exc.reason) from exc
 
 
+def _left_out_terminal(env_id: str, obs: str, base_url: str | None, max_steps: int) -> str | None:
+    """The warning when the discrete actions ``train`` builds for ``env_id`` leave out its
+    terminal tool: no action can then end an episode through it, nor earn a reward it gives."""
+    from ors_gym.train import make_env
+    from ors_gym.wrappers import DiscreteToolActions
+
+    with _quiet_probe():
+        env = make_env(env_id, obs=obs, base_url=base_url, max_episode_steps=max_steps)
+    try:
+        terminal = getattr(env.unwrapped.action_space, "terminal_tool", None)
+        layer: Any = env
+        while layer is not None and not isinstance(layer, DiscreteToolActions):
+            layer = getattr(layer, "env", None)
+        if terminal is None or layer is None:
+            return None
+        if any(call["name"] == terminal.name for call in layer.calls):
+            return None
+        actions = ", ".join(layer.action_meanings())
+        why = f"its argument {terminal.arg!r} is free text" if terminal.arg else "it is hidden"
+        return (
+            f"the actions ({actions}) leave out {env_id}'s terminal tool {terminal.name!r} "
+            f"({why}), so no action can end an episode through it or earn a reward it gives; "
+            f"episodes end at --max-episode-steps {max_steps} unless another tool ends them. "
+            "To train with it, list its calls in Python: "
+            "ors_gym.wrappers.DiscreteToolActions(env, calls=[...])"
+        )
+    finally:
+        env.close()
+
+
 def _run(args: argparse.Namespace) -> int:
     import ors_gym  # noqa: F401 - registers the ors/... ids
 
-    target = resolve_target(args.env_id, args.base_url, args.env_name, default=_DEFAULT_ENV_ID)
+    if args.env is not None and args.env_id is not None and args.env != args.env_id:
+        raise UsageError(f"two environments given ({args.env} and --env {args.env_id}): give one")
+    env = args.env if args.env is not None else args.env_id
+    target = resolve_target(env, args.base_url, args.env_name, default=_DEFAULT_ENV_ID)
     env_id, base_url = target.env_id, target.options.get("base_url", args.base_url)
     if "env_name" in target.options:
         raise UsageError("--env-name picks a server's environment: give --env-url without --env")
@@ -175,8 +216,11 @@ def _run(args: argparse.Namespace) -> int:
         obs = _auto_obs(env_id, base_url)
     else:
         _check_obs(env_id, obs, base_url)
+    note = _left_out_terminal(env_id, obs, base_url, args.max_episode_steps)
+    if note is not None:
+        print(f"ors-gym train: warning: {note}", file=sys.stderr)
     try:
-        with _quiet_probe():  # the wrappers' notes on what they leave out: train checked it
+        with _quiet_probe():  # the wrappers' note on the terminal tool: said above
             results = train(
                 env_id=env_id,
                 algo=args.algo,

@@ -95,6 +95,7 @@ def evaluate(
     env_options: Mapping[str, Any] | None = None,
     progress: bool = False,
     report: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on ``episodes`` episodes of ``env_id``; returns the summary.
 
@@ -108,14 +109,16 @@ def evaluate(
     The summary holds ``episodes``, ``scored_episodes``, ``failed_episodes``
     (cut short by the endpoint or the environment: not scored), ``mean_reward``,
     ``reward_ci95`` (bootstrap), ``success_rate``, ``mean_turns``, ``errors`` (count by reason),
-    ``usage`` (tokens), ``wall_seconds`` and the paths written.
+    ``usage`` (tokens), ``wall_seconds`` and the paths written; a figure with no
+    episode scored is ``None``. An ``out`` that already holds a run raises
+    ``FileExistsError`` before anything is written, unless ``overwrite=True``.
     Blocking: from a running event loop (Jupyter), await :func:`aevaluate`.
     """
     return asyncio.run(aevaluate(
         env_id, model, base_url, episodes=episodes, concurrency=concurrency, split=split,
         out=out, max_turns=max_turns, api_key=api_key, max_retries=max_retries,
         timeout=timeout, temperature=temperature, seed=seed, env_options=env_options,
-        progress=progress, report=report,
+        progress=progress, report=report, overwrite=overwrite,
     ))
 
 
@@ -137,8 +140,12 @@ async def aevaluate(
     env_options: Mapping[str, Any] | None = None,
     progress: bool = False,
     report: bool = True,
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """:func:`evaluate`, awaited; ``model`` may also be a ready ``ChatModel`` (left open)."""
+    out_dir = Path(out) if out is not None else None
+    if out_dir is not None and not overwrite:
+        _refuse_an_earlier_run(out_dir)
     for name, value in (("episodes", episodes), ("concurrency", concurrency),
                         ("max_turns", max_turns)):
         if not isinstance(value, int) or value < 1:
@@ -153,7 +160,6 @@ async def aevaluate(
     backend = make_async_backend(
         settings, base_url=where.get("base_url"), env_class=where.get("env_class")
     )
-    out_dir = Path(out) if out is not None else None
     path = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -209,7 +215,7 @@ async def aevaluate(
 
             summary["report"] = str(write_report(path, out_dir / REPORT))
         summary["summary_path"] = str(out_dir / SUMMARY)
-        (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n")
+        (out_dir / SUMMARY).write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
     return summary
 
 
@@ -248,6 +254,16 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
         error = (f"env_{type(exc).__name__}", str(exc))
         logger.warning("episode %d: the environment failed: %s", number, exc)
     return record.finish(error=error)
+
+
+def _refuse_an_earlier_run(out_dir: Path) -> None:
+    """``FileExistsError`` when ``out_dir`` holds what a run writes: a new run would replace it."""
+    found = [name for name in (TRAJECTORIES, SUMMARY, REPORT) if (out_dir / name).exists()]
+    if found:
+        raise FileExistsError(
+            f"{out_dir} already holds an evaluation ({', '.join(found)}); choose another "
+            "folder, or replace it with overwrite=True (ors-gym eval: --overwrite)"
+        )
 
 
 def _failed_reset(env_id: str, model: str, number: int, split: str, index: int,

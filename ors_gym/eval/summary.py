@@ -12,6 +12,8 @@ failed: an ``endpoint_...`` or ``env_...`` error) says nothing about the model, 
 is counted apart (``failed_episodes``) and left out of the score: the mean reward,
 its interval, the success rate and the mean turns are over the ``scored_episodes``.
 The interval is a bootstrap percentile interval, so it stays within the rewards seen.
+With no episode scored these figures are ``None`` (``null`` in ``summary.json``, which is
+strict JSON: no ``NaN``), and the table and the report page show ``n/a``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "OUTSIDE_THE_MODEL",
     "episode_errors",
     "failed_outside_the_model",
+    "format_figures",
     "format_summary",
     "mean_interval",
     "summarize",
@@ -105,31 +108,40 @@ def summarize(records: Sequence[Mapping[str, Any]], **about: Any) -> dict[str, A
         "episodes": len(records),
         "scored_episodes": n,
         "failed_episodes": len(records) - n,
-        "mean_reward": mean,
-        "reward_ci95": [low, high],
-        "success_rate": successes / n if n else math.nan,
-        "mean_turns": sum(int(r.get("length", 0)) for r in scored) / n if n else math.nan,
+        "mean_reward": mean if n else None,
+        "reward_ci95": [low, high] if n else None,
+        "success_rate": successes / n if n else None,
+        "mean_turns": sum(int(r.get("length", 0)) for r in scored) / n if n else None,
         "errored_episodes": sum(1 for r in records if r.get("error")),
         "errors": dict(sorted(errors.items())),
         "usage": usage or None,
     }
 
 
+def format_figures(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``mean reward``, ``success rate`` and ``mean turns`` as text: ``n/a (no episode
+    scored)`` when nothing was scored (their values are ``None``)."""
+    names = ("mean reward", "success rate", "mean turns")
+    if summary.get("mean_reward") is None or not summary.get("scored_episodes", 1):
+        return [(name, "n/a (no episode scored)") for name in names]
+    low, high = summary["reward_ci95"]
+    return list(zip(names, (
+        f"{summary['mean_reward']:.3f}  (95% CI {low:.3f} .. {high:.3f})",
+        f"{summary['success_rate']:.1%}",
+        f"{summary['mean_turns']:.2f}",
+    ), strict=True))
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The summary as an aligned two-column text table."""
-    low, high = summary["reward_ci95"]
     rows = [
         ("model", str(summary.get("model", "?"))),
         ("environment", f"{summary.get('env_id', '?')} ({summary.get('split') or '?'} split)"),
         ("episodes", f"{summary['episodes']} ({summary['errored_episodes']} cut short by errors; "
                      f"{summary.get('failed_episodes', 0)} failed outside the model, not "
                      "scored)"),
-        ("mean reward", f"{summary['mean_reward']:.3f}  (95% CI {low:.3f} .. {high:.3f})"),
-        ("success rate", f"{summary['success_rate']:.1%}"),
-        ("mean turns", f"{summary['mean_turns']:.2f}"),
+        *format_figures(summary),
     ]
-    if not summary.get("scored_episodes", summary["episodes"]):
-        rows[3:6] = [(name, "n/a (no episode scored)") for name, _ in rows[3:6]]
     errors = summary.get("errors") or {}
     rows.append(("errors", ", ".join(f"{k}: {v}" for k, v in errors.items()) or "none"))
     if summary.get("usage"):

@@ -59,19 +59,19 @@ _CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
 
 
 def _summary_table(records: Sequence[Mapping[str, Any]]) -> str:
-    from ors_gym.eval.summary import summarize
+    from ors_gym.eval.summary import format_figures, summarize
 
     s = summarize(records)
-    low, high = s["reward_ci95"]
+    figures = dict(format_figures(s))
     models = sorted({str(r.get("model")) for r in records if r.get("model")})
     envs = sorted({str(r.get("env_id") or r.get("env_name")) for r in records})
     rows = [
         ("environment", ", ".join(envs)),
         ("model", ", ".join(models) or "-"),
         ("episodes", str(s["episodes"])),
-        ("mean reward (95% CI)", f"{s['mean_reward']:.3f} ({low:.3f} .. {high:.3f})"),
-        ("success rate", f"{s['success_rate']:.1%}"),
-        ("mean turns", f"{s['mean_turns']:.2f}"),
+        ("mean reward", figures["mean reward"]),
+        ("success rate", figures["success rate"]),
+        ("mean turns", figures["mean turns"]),
         ("errors", ", ".join(f"{k}: {v}" for k, v in s["errors"].items()) or "none"),
     ]
     if s.get("usage"):

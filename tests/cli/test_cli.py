@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -119,8 +120,45 @@ def test_serve_reports_a_busy_port() -> None:
             env=_env(),
             timeout=_STARTUP_TIMEOUT_S,
         )
-    assert done.returncode != 0
+    assert done.returncode == 3, done.stderr
     assert f"could not serve on 127.0.0.1:{port}" in done.stderr
+
+
+def test_every_exit_code_is_documented() -> None:
+    from ors_gym.cli import args
+
+    codes = {getattr(args, name) for name in args.__all__ if name.startswith("EXIT_")}
+    assert {0, 1, 2, 3, 130} <= codes
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md").read_text()
+    table = page.partition("## Exit codes")[2].partition("\n## ")[0]
+    documented = {int(c) for c in re.findall(r"^\| `(\d+)` \|", table, re.MULTILINE)}
+    assert documented == codes
+
+
+def test_train_takes_env_first_and_warns_of_a_left_out_terminal_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """QA's reward comes only through its free-text terminal tool, which the numbered
+    actions cannot hold: train says so (naming it) instead of training in silence."""
+    code = main(["train", "ors/QA-v0", "--obs", "text", "--steps", "8", "--n-envs", "1",
+                 "--eval-episodes", "1", "--no-progress-bar", "--out-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "PPO on ors/QA-v0" in out  # ENV as the first argument, as eval takes it
+    warning = [line for line in err.splitlines() if line.startswith("ors-gym train: warning:")]
+    assert len(warning) == 1, err
+    assert "terminal tool 'answer'" in warning[0] and "hint()" in warning[0]
+    assert "DiscreteToolActions(env, calls=[...])" in warning[0]
+    # An environment without a terminal tool (its move ends the episode) gets no warning.
+    assert main(["train", "--env", "ors/GridWorld-v0", "--obs", "text", "--steps", "8",
+                 "--n-envs", "1", "--eval-episodes", "1", "--no-progress-bar", "--out-dir",
+                 str(tmp_path / "grid")]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_train_refuses_two_different_environments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "ors/QA-v0", "--env", "ors/Counter-v0"]) == 2
+    assert "two environments given" in capsys.readouterr().err
 
 
 def test_unknown_env_exits_2_in_a_subprocess() -> None:

@@ -7,7 +7,6 @@ evaluation talks to it through the real ``openai`` client (``AsyncOpenAI``).
 from __future__ import annotations
 
 import json
-import math
 import socket
 import time
 from pathlib import Path
@@ -151,11 +150,42 @@ def test_an_unreachable_endpoint_exits_1_and_is_not_scored(
     out, err = capsys.readouterr()
     assert code == 1
     assert "3 of 3 episodes failed outside the model (endpoint_connection: 3)" in err
-    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert "--max-errors" not in err  # not given, so not named
+    # What the library logs on the way reaches the user too.
+    assert "ors-gym eval: warning: episode 0: the model endpoint failed" in err
+
+    def strict(name: str) -> None:
+        raise AssertionError(f"summary.json holds {name}, which is not JSON")
+
+    summary = json.loads((tmp_path / "summary.json").read_text(), parse_constant=strict)
     assert summary["failed_episodes"] == 3 and summary["scored_episodes"] == 0
-    assert math.isnan(summary["mean_reward"])  # not 0.0: nothing was scored
+    for figure in ("mean_reward", "reward_ci95", "success_rate", "mean_turns"):
+        assert summary[figure] is None, figure  # null, not 0.0 or NaN: nothing was scored
     assert "3 failed outside the model, not scored" in out
     assert "n/a (no episode scored)" in out and "nan" not in out
+    page = (tmp_path / "report.html").read_text()
+    summary_table = page.partition('id="summary">')[2].partition("</table>")[0]
+    assert "n/a (no episode scored)" in summary_table and "nan" not in summary_table
+
+
+def test_a_new_run_never_silently_replaces_an_earlier_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["eval", "ors/Counter-v0", "--model", "scripted", "--episodes", "2",
+            "--out", str(tmp_path), "--no-progress-bar"]
+    assert main(argv) == 0
+    first = (tmp_path / "trajectories.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main([*argv[:5], "3", *argv[6:]]) == 2
+    err = capsys.readouterr().err
+    assert "already holds an evaluation" in err and "--overwrite" in err
+    assert "overwrite=True" not in err  # the command line's word for it, not Python's
+    assert len(err.strip().splitlines()) == 1
+    assert (tmp_path / "trajectories.jsonl").read_bytes() == first  # untouched
+    assert main([*argv[:5], "3", *argv[6:], "--overwrite"]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text())["episodes"] == 3
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        evaluate("ors/Counter-v0", "scripted", episodes=1, out=tmp_path)
 
 
 def test_max_errors_is_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -167,8 +197,10 @@ def test_max_errors_is_the_threshold(tmp_path: Path, capsys: pytest.CaptureFixtu
         summary = json.loads((tmp_path / "summary.json").read_text())
         assert summary["failed_episodes"] == 1 and summary["mean_reward"] == 1.0
         srv.fail = {srv.requests + 1: 500}
-        assert main([*argv, "--max-errors", "0"]) == 1
-    assert "1 of 4 episodes failed outside the model" in capsys.readouterr().err
+        assert main([*argv, "--max-errors", "0", "--overwrite"]) == 1
+    err = capsys.readouterr().err
+    assert "1 of 4 episodes failed outside the model" in err
+    assert "more than --max-errors 0" in err
 
 
 def test_a_bundled_id_evaluated_on_an_ors_server(tmp_path: Path, server_url: str) -> None:
