@@ -80,8 +80,7 @@ def discover(config: OrsTasksetConfig) -> tuple[str, str, int]:
                 backend.probe()
             except OrsError as exc:
                 raise OrsConnectionError(
-                    f"the ORS server at {conn.base_url} does not answer ({exc.message}); "
-                    "start one (e.g. `ors-gym serve`) or fix --env.taskset.base-url",
+                    f"{exc.message} (--env.taskset.base-url {conn.base_url})",
                     server=conn.base_url,
                 ) from None
         names = backend.list_environments()
