@@ -10,7 +10,9 @@ server-sent events (``chat.completion.chunk`` deltas, a usage chunk when
 ``stream_options.include_usage`` asks for it, then ``data: [DONE]``), as OpenAI
 streams. ``latency`` seconds stand for the model's thinking
 time on each request; ``fail`` maps a request number (1-based, in arrival
-order) to the HTTP status that request gets instead of an answer.
+order) to the HTTP status that request gets instead of an answer. ``respond``
+(``respond(messages, tools) -> assistant message dict``) writes the replies
+instead of ``ScriptedLLM``, for a test that needs particular answers.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,8 +34,10 @@ class OpenAIServer:
     """``with OpenAIServer() as srv: AsyncOpenAI(base_url=srv.base_url)``."""
 
     def __init__(self, *, latency: float = 0.0, fail: Mapping[int, int] | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0,
+                 respond: Callable[[list[Any], list[Any]], dict[str, Any]] | None = None) -> None:
         self.latency = latency
+        self.respond = respond
         self.fail = dict(fail or {})
         self.seed = seed
         self.requests = 0
@@ -72,8 +76,11 @@ class OpenAIServer:
             return self.fail[number], {"error": {"message": f"request {number} fails on purpose",
                                                  "type": "server_error", "code": None}}
         messages, tools = list(body["messages"]), list(body.get("tools") or [])
-        llm = ScriptedLLM("openai", seed=conversation_seed(messages, self.seed))
-        message = llm.act(messages, tools)
+        if self.respond is not None:
+            message = self.respond(messages, tools)
+        else:
+            llm = ScriptedLLM("openai", seed=conversation_seed(messages, self.seed))
+            message = llm.act(messages, tools)
         prompt_tokens = len(json.dumps(messages)) // 4
         completion_tokens = max(1, len(json.dumps(message)) // 4)
         return 200, {

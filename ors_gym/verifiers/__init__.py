@@ -33,4 +33,5 @@ __all__ = [
     "OrsTaskset",
     "OrsTasksetConfig",
     "OrsToolset",
+    "OrsToolsetConfig",
 ]

@@ -22,7 +22,7 @@ class OrsTaskConfig(TaskConfig):
 
 
 class OrsToolsetConfig(SharedToolsetConfig):
-    """Where the tool server that forwards the model's calls to ORS runs (``--env.taskset.tools.*``)."""
+    """Where the tool server forwarding the model's calls runs (``--env.taskset.tools.*``)."""
 
 
 class OrsTasksetConfig(TasksetConfig):

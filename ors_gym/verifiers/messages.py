@@ -27,10 +27,12 @@ from verifiers.v1.types import (
 from ors_gym.protocol import (
     Block,
     ImageBlock,
-    Message as OrsMessage,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+)
+from ors_gym.protocol import (
+    Message as OrsMessage,
 )
 
 __all__ = ["blocks_as_content", "blocks_as_mcp", "messages_as_chat"]
