@@ -61,8 +61,15 @@ def _providers() -> dict[str, list[str]]:
     return packages_distributions()
 
 
+#: Modules of extras that cannot be installed beside the suite's (the verifiers extra lives in a
+#: venv of its own), with the distribution each comes from.
+_ELSEWHERE = {"verifiers": "verifiers", "mcp": "mcp"}
+
+
 def _distributions(module: str) -> set[str]:
     providers = _providers().get(module)
+    if not providers and module in _ELSEWHERE:
+        return {_name(_ELSEWHERE[module])}
     if not providers:
         pytest.skip(f"{module} is not installed here, so its distribution is unknown")
     return {_name(p) for p in providers}
