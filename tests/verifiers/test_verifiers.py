@@ -44,6 +44,7 @@ pytestmark = [
 _QA_ANSWERS = {"France": "Paris", "Japan": "Kyoto"}
 _QA_EXPECTED = {"France": 1.0, "Japan": 0.0}
 _DEAD_URL = "http://127.0.0.1:9"
+_KEY = "sk-ors-test-4f1d9a7c2b"
 
 
 @dataclass
@@ -92,8 +93,10 @@ class _Run:
     episodes: list[dict[str, Any]]
 
 
-def _vf_eval(*args: str, out: Path) -> subprocess.Popen[bytes]:
+def _vf_eval(*args: str, out: Path, extra_env: dict[str, str] | None = None
+             ) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(extra_env or {})
     env["PATH"] = f"{VENV / 'bin'}{os.pathsep}{env.get('PATH', '')}"  # uv, for the chat program
     env["PYTHONPATH"] = str(ROOT)  # this checkout's ors_gym, whichever the venv was built from
     with (out / "vf-eval.out").open("wb") as sink:  # a file, not a pipe: nothing waits on a reader
@@ -121,6 +124,7 @@ class _Runs:
     qa: _Run
     grid: _Run
     dead: _Run
+    qa_dir: Path
     qa_model: _Model
     grid_model: _Model
     sessions_before: set[Any]
@@ -135,10 +139,13 @@ def runs(server: Any, server_url: str, tmp_path_factory: pytest.TempPathFactory)
             OpenAIServer(respond=_scripted(grid_model)) as grid_llm:
         dirs = [tmp_path_factory.mktemp(name) for name in ("qa", "grid", "dead")]
         procs = [
-            # The taskset's own Env and Harness: no flag beyond where things are.
-            _vf_eval("--env.taskset.base-url", server_url, "--env.taskset.env-name", "qa",
+            # The hosted path (a deployment, its key read from OPENREWARD_API_KEY), pointed at
+            # the local server, whose SDK ignores the gateway's headers; the taskset's own
+            # Env and Harness: no flag beyond where things are.
+            _vf_eval("--env.taskset.deployment", "ors/demo", "--env.taskset.variant", "qa",
                      "-n", "2", "-m", "test-model", "--client.base-url", qa_llm.base_url,
-                     out=dirs[0]),
+                     out=dirs[0], extra_env={"OPENREWARD_API_KEY": _KEY,
+                                             "OPENREWARD_SESSION_URL": server_url}),
             # verifiers' built-in null harness on the subprocess runtime, named explicitly.
             _vf_eval("--env.taskset.base-url", server_url, "--env.taskset.env-name", "gridworld",
                      "-n", "1", "-m", "test-model", "--client.base-url", grid_llm.base_url,
@@ -148,7 +155,8 @@ def runs(server: Any, server_url: str, tmp_path_factory: pytest.TempPathFactory)
                      "--client.base-url", qa_llm.base_url, out=dirs[2]),
         ]
         qa, grid, dead = (_finish(proc, out) for proc, out in zip(procs, dirs, strict=True))
-    yield _Runs(qa, grid, dead, qa_model, grid_model, before, set(server.sdk_server._active_envs))
+    yield _Runs(qa, grid, dead, dirs[0], qa_model, grid_model, before,
+                set(server.sdk_server._active_envs))
 
 
 def _traces(run: _Run) -> list[dict[str, Any]]:
@@ -211,6 +219,15 @@ def test_qa_model_calls_prompt_and_tools(runs: _Runs) -> None:
         assert names == ["hint"]  # under its own name; the @terminal `answer` is hidden
         opening = request["messages"][0]
         assert opening["role"] == "user" and "Reply with just the answer" in str(opening["content"])
+
+
+def test_the_hosted_key_is_read_by_name_and_never_written(runs: _Runs) -> None:
+    assert _traces(runs.qa)
+    written = [p for p in runs.qa_dir.rglob("*") if p.is_file()]
+    assert any(p.name == "traces.jsonl" for p in written)
+    assert not [p for p in written if _KEY in p.read_text(errors="replace")]
+    config = json.loads(next(p for p in written if p.name == "eval.json").read_text())
+    assert config["env"]["taskset"]["api_key_var"] == "OPENREWARD_API_KEY"
 
 
 def test_gridworld_ends_at_finished_with_the_env_return(runs: _Runs, server_url: str) -> None:
