@@ -12,7 +12,8 @@ streams. ``latency`` seconds stand for the model's thinking
 time on each request; ``fail`` maps a request number (1-based, in arrival
 order) to the HTTP status that request gets instead of an answer. ``respond``
 (``respond(messages, tools) -> assistant message dict``) writes the replies
-instead of ``ScriptedLLM``, for a test that needs particular answers.
+instead of ``ScriptedLLM``, for a test that needs particular answers; a request
+it raises on is answered 500, as a failing model provider would.
 """
 
 from __future__ import annotations
@@ -77,7 +78,13 @@ class OpenAIServer:
                                                  "type": "server_error", "code": None}}
         messages, tools = list(body["messages"]), list(body.get("tools") or [])
         if self.respond is not None:
-            message = self.respond(messages, tools)
+            try:
+                message = self.respond(messages, tools)
+            except Exception as exc:
+                with self._lock:
+                    self.failed += 1
+                return 500, {"error": {"message": f"request {number} failed: {exc}",
+                                       "type": "server_error", "code": None}}
         else:
             llm = ScriptedLLM("openai", seed=conversation_seed(messages, self.seed))
             message = llm.act(messages, tools)

@@ -40,8 +40,9 @@ pytestmark = [
     ),
 ]
 
-#: QA's first two training questions, answered right and wrong.
-_QA_ANSWERS = {"France": "Paris", "Japan": "Kyoto"}
+#: QA's first three training questions: answered right, answered wrong, and one whose every
+#: model call fails (the rollout fails: verifiers skips its finalize).
+_QA_ANSWERS = {"France": "Paris", "Japan": "Kyoto", "Italy": ""}
 _QA_EXPECTED = {"France": 1.0, "Japan": 0.0}
 _DEAD_URL = "http://127.0.0.1:9"
 _KEY = "sk-ors-test-4f1d9a7c2b"
@@ -64,6 +65,8 @@ def _qa_reply(model: _Model) -> Any:
 
     def respond(messages: list[Any], tools: list[Any]) -> dict[str, Any]:
         model.seen(messages, tools)
+        if "Italy" in str(messages[0]["content"]):
+            raise RuntimeError("the model provider is down")
         if not any(m.get("role") == "tool" for m in messages):
             return {"role": "assistant", "content": None, "tool_calls": [{
                 "id": f"call_hint_{len(model.requests)}", "type": "function",
@@ -143,7 +146,7 @@ def runs(server: Any, server_url: str, tmp_path_factory: pytest.TempPathFactory)
             # the local server, whose SDK ignores the gateway's headers; the taskset's own
             # Env and Harness: no flag beyond where things are.
             _vf_eval("--env.taskset.deployment", "ors/demo", "--env.taskset.variant", "qa",
-                     "-n", "2", "-m", "test-model", "--client.base-url", qa_llm.base_url,
+                     "-n", "3", "-m", "test-model", "--client.base-url", qa_llm.base_url,
                      out=dirs[0], extra_env={"OPENREWARD_API_KEY": _KEY,
                                              "OPENREWARD_SESSION_URL": server_url}),
             # verifiers' built-in null harness on the subprocess runtime, named explicitly.
@@ -195,14 +198,17 @@ def _reward(trace: dict[str, Any]) -> float:
     return float(trace["rewards"]["ors_return"]["score"])
 
 
+def _country(trace: dict[str, Any]) -> str:
+    question = trace["task"]["data"]["prompt"][0]["content"]
+    return next(name for name in _QA_ANSWERS if name in question)
+
+
 def test_qa_rewards_are_the_terminal_tools_grades(runs: _Runs, server_url: str) -> None:
-    traces = _traces(runs.qa)
+    traces = [t for t in _traces(runs.qa) if _country(t) != "Italy"]
     assert len(traces) == 2
     by_country = {}
     for trace in traces:
-        question = trace["task"]["data"]["prompt"][0]["content"]
-        country = next(name for name in _QA_ANSWERS if name in question)
-        by_country[country] = _reward(trace)
+        by_country[_country(trace)] = _reward(trace)
         graded, finished = _replay(server_url, trace)
         assert finished and _reward(trace) == graded
         # The hint, then the final plain reply handed to the terminal tool.
@@ -211,8 +217,15 @@ def test_qa_rewards_are_the_terminal_tools_grades(runs: _Runs, server_url: str) 
     assert by_country == _QA_EXPECTED
 
 
+def test_a_failed_rollout_is_recorded_as_failed(runs: _Runs) -> None:
+    (failed,) = [t for t in _traces(runs.qa) if _country(t) == "Italy"]
+    assert not failed["ok"] and failed["errors"]
+    assert not _assistant_turns(failed)
+    # Its session is deleted all the same: see test_no_session_is_left_on_the_server.
+
+
 def test_qa_model_calls_prompt_and_tools(runs: _Runs) -> None:
-    requests = runs.qa_model.requests
+    requests = [r for r in runs.qa_model.requests if "Italy" not in str(r["messages"][0])]
     assert len(requests) == 4  # a hint and an answer per rollout, nothing after the grade
     for request in requests:
         names = [t["function"]["name"] for t in request["tools"]]
