@@ -15,7 +15,6 @@ from ors_gym.verifiers.taskset import (
     OrsEnv,
     OrsEnvConfig,
     OrsHarness,
-    OrsHarnessConfig,
     OrsTaskset,
 )
 from ors_gym.verifiers.toolset import OrsToolset
@@ -25,7 +24,6 @@ __all__ = [
     "OrsEnv",
     "OrsEnvConfig",
     "OrsHarness",
-    "OrsHarnessConfig",
     "OrsState",
     "OrsTask",
     "OrsTaskConfig",

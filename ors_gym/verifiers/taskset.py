@@ -15,7 +15,7 @@ from verifiers.v1.agent import Agents
 from verifiers.v1.configs.agent import AgentConfig
 from verifiers.v1.configs.env import EnvConfig
 from verifiers.v1.env import Env
-from verifiers.v1.harnesses.null import NullHarness, NullHarnessConfig
+from verifiers.v1.harnesses.null import NullHarness
 from verifiers.v1.mcp import Toolset
 from verifiers.v1.runtimes import SubprocessConfig
 from verifiers.v1.task import Task
@@ -26,7 +26,7 @@ from ors_gym.verifiers.sessions import close_backends, close_session, discover, 
 from ors_gym.verifiers.task import OrsTask, OrsTaskData
 from ors_gym.verifiers.toolset import OrsToolset
 
-__all__ = ["OrsEnv", "OrsEnvConfig", "OrsHarness", "OrsHarnessConfig", "OrsTaskset"]
+__all__ = ["OrsEnv", "OrsEnvConfig", "OrsHarness", "OrsTaskset"]
 
 
 class OrsTaskset(Taskset[OrsTask, OrsTasksetConfig]):
@@ -54,7 +54,7 @@ class OrsTaskset(Taskset[OrsTask, OrsTasksetConfig]):
 
 
 class OrsEnvConfig(EnvConfig):
-    """``SingleAgentEnv``'s config, with the agent on the local subprocess runtime."""
+    """One agent seat, as ``SingleAgentEnv`` has, on the local subprocess runtime by default."""
 
     agent: AgentConfig = AgentConfig(runtime=SubprocessConfig())
     """The one seat: the policy under evaluation or training (``--env.agent.*``)."""
@@ -73,10 +73,6 @@ class OrsEnv(Env[OrsEnvConfig]):
 
     async def stop(self) -> None:
         await close_backends()
-
-
-class OrsHarnessConfig(NullHarnessConfig):
-    """The ``null`` harness's options (``--env.agent.harness.*``)."""
 
 
 class OrsHarness(NullHarness):
