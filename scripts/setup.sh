@@ -2,8 +2,11 @@
 # Create the venv (once) and install ors_gym with the extra one job needs:
 #   setup.sh train   the main job: ".[train]" (in-process environments and Stable-Baselines3);
 #                    no Ray, linters or test tools, and no system package.
-#   setup.sh test    (the default) the whole suite: ".[dev]" (every extra and the tools), and
-#                    Debian's chromium for the viewer's browser test (apt-get, only as root).
+#   setup.sh test    (the default) the whole suite: ".[dev]" (every extra and the tools),
+#                    Debian's chromium for the viewer's browser test (apt-get, only as root),
+#                    and the two bridges' venvs of their own, each from its lock, built beside
+#                    the main install: scripts/verifiers-venv.sh (verifiers cannot share a venv
+#                    with the SDK) and scripts/verl-venv.sh (verl pins older transformers).
 # torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
 # package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
 # to the torch already there so that no other build of torch is ever fetched; set
@@ -32,6 +35,12 @@ fi
 . "$VENV/bin/activate"
 
 chromium_job=""
+bridges_job=""
+if [ "$MODE" = test ]; then
+  echo "setup: building the verifiers and veRL venvs from their locks, beside the Python install"
+  ( bash scripts/verifiers-venv.sh && bash scripts/verl-venv.sh >/dev/null ) &
+  bridges_job=$!
+fi
 have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
 if [ "$MODE" = test ] && ! have_chromium; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -83,6 +92,9 @@ else
   echo "$wanted $EXTRA" > "$STAMP"
 fi
 
+if [ -n "$bridges_job" ]; then
+  wait "$bridges_job" || { echo "setup: building the verifiers or veRL venv failed" >&2; exit 1; }
+fi
 if [ -n "$chromium_job" ]; then
   wait "$chromium_job" || echo "setup: apt-get could not install chromium; the browser test will skip"
 fi
