@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Refresh requirements.lock: the exact version of every package the "dev" extra (the whole
-# suite, the docs tools included, and so the "train" extra too) resolves to, for every platform
-# and Python >= 3.11 (uv's universal resolution), with torch held at the version setup.sh pins.
-# scripts/setup.sh installs with it as a constraint, so a fresh clone gets what the suite was
-# last run with; pyproject.toml keeps the library's own ranges open. Run it after changing
-# pyproject.toml's dependencies or extras, and to move to newer releases; commit the result.
+# Refresh the locks under requirements/, then commit them:
+#   dev.lock        the exact version of every package the "dev" extra (the whole suite, the docs
+#                   tools included, and so the "train" extra too) resolves to, for every platform
+#                   and Python >= 3.11 (uv's universal resolution), with torch held at the version
+#                   setup.sh pins; scripts/setup.sh installs with it as a constraint;
+#   verifiers.lock  the verifiers bridge's own venv (scripts/verifiers-venv.sh --lock);
+#   verl.lock       the veRL bridge's own venv (scripts/verl-venv.sh --lock, which also rebuilds
+#                   that venv when its lock changed).
+# A fresh clone so gets what the suite was last run with; pyproject.toml keeps the library's own
+# ranges open. Run it after changing pyproject.toml's dependencies or extras, and to move to
+# newer releases.
 # It uses the venv's uv when there is one (scripts/setup.sh installs it), else uv on PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,11 +28,15 @@ trap 'rm -f "$held"' EXIT
 echo "$TORCH" > "$held"
 # --universal: one file for Linux, macOS and Windows and every Python the package allows.
 "${uv[@]}" pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
-  --constraint "$held" --no-header --quiet --output-file requirements.lock.new
+  --constraint "$held" --no-header --quiet --output-file requirements/dev.lock.new
 {
   echo "# The versions scripts/setup.sh installs (as constraints); generated, do not edit."
   echo "# Refresh: bash scripts/lock.sh   (uv pip compile of pyproject.toml's dev extra, $TORCH)"
-  cat requirements.lock.new
-} > requirements.lock
-rm -f requirements.lock.new
-echo "lock.sh: requirements.lock: $(grep -c '==' requirements.lock) pinned packages ($TORCH)"
+  # The held torch's constraint file is a temporary one: name what it is instead of its path.
+  sed "s#-c $held#-c torch held by scripts/lock.sh#" requirements/dev.lock.new
+} > requirements/dev.lock
+rm -f requirements/dev.lock.new
+echo "lock.sh: requirements/dev.lock: $(grep -c '==' requirements/dev.lock) pinned packages ($TORCH)"
+bash scripts/verifiers-venv.sh --lock >/dev/null
+bash scripts/verl-venv.sh --lock >/dev/null
+echo "lock.sh: requirements/verifiers.lock and requirements/verl.lock refreshed"

@@ -10,12 +10,12 @@
 # torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
 # package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
 # to the torch already there so that no other build of torch is ever fetched; set
-# ORS_GYM_INSTALLER=pip to install with pip instead. Both install with requirements.lock as a
+# ORS_GYM_INSTALLER=pip to install with pip instead. Both install with requirements/dev.lock as a
 # constraint: every package gets the version the lock names (the versions the suite was run
 # with), and nothing the extra does not ask for is installed; `bash scripts/lock.sh` refreshes
 # the lock. chromium's apt-get (without its recommends) runs beside the Python install. The
 # install runs only when something it installs has changed: the venv keeps a stamp holding the
-# SHA-256 of pyproject.toml and requirements.lock and the extra installed, and the install runs
+# SHA-256 of pyproject.toml and requirements/dev.lock and the extra installed, and the install runs
 # again when the hash differs, when the extra installed is not enough (dev covers train), or
 # when ors_gym (from this checkout) is not importable. ORS_GYM_VENV chooses the venv folder
 # (default .venv); a fresh folder always installs.
@@ -56,7 +56,7 @@ fi
 
 python -c "import torch" 2>/dev/null || python -m pip install --quiet "torch==2.13.0"
 
-LOCK=requirements.lock
+LOCK=requirements/dev.lock
 wanted="$(python -c 'import hashlib, sys
 print(hashlib.sha256(b"".join(open(p, "rb").read() for p in sys.argv[1:])).hexdigest())' \
   pyproject.toml "$LOCK")"

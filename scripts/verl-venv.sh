@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Build (once) the venv that runs the veRL bridge's tests. verl pins transformers <5.11 and
 # older huggingface-hub, omegaconf and packaging than the suite's venv holds, so tests/verl runs
-# in a venv of its own, installed from scripts/verl.lock:
+# in a venv of its own, installed from requirements/verl.lock:
 #   bash scripts/verl-venv.sh                 build it, or reuse it, and print its python
 #   bash scripts/verl-venv.sh --test [ARGS]   the same, then run tests/verl in it (pytest ARGS)
-#   bash scripts/verl-venv.sh --lock          resolve scripts/verl.lock again, then build
+#   bash scripts/verl-venv.sh --lock          resolve requirements/verl.lock again, then build
 # The venv holds the lock only (verl, the local and tokens extras' libraries, trl for the tests'
 # tokenizer, pytest), not ors_gym, which the tests import from this checkout: one venv serves
 # every checkout, and it is built again only when the lock changes (a stamp holds its SHA-256).
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${ORS_GYM_VERL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ors-gym/verl-venv}"
-LOCK=scripts/verl.lock
+LOCK=requirements/verl.lock
 TORCH="torch==2.13.0"
 STAMP="$VENV/.ors-gym-verl.sha256"
 MODE="${1:-build}"

@@ -1,6 +1,6 @@
 """``scripts/setup.sh``: one light install for the main job, the rest for the tests.
 
-It skips ``pip install`` when the venv already matches pyproject.toml and requirements.lock
+It skips ``pip install`` when the venv already matches pyproject.toml and requirements/dev.lock
 and holds the extra the job needs; the main job's extra carries no Ray, linters or test tools.
 The lock names a version for every package the dev extra asks for, inside pyproject's range.
 """
@@ -39,7 +39,7 @@ def test_setup_skips_pip_install_when_nothing_changed(job: str) -> None:
     venv = Path(sys.prefix)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     wanted = hashlib.sha256(
-        (REPO / "pyproject.toml").read_bytes() + (REPO / "requirements.lock").read_bytes()
+        (REPO / "pyproject.toml").read_bytes() + (REPO / "requirements" / "dev.lock").read_bytes()
     ).hexdigest()
     before = _stamp(venv)
     if (
@@ -109,9 +109,9 @@ def test_the_train_extra_is_light_and_dev_covers_it() -> None:
 
 
 def _locked() -> dict[str, list[str]]:
-    """requirements.lock's pins: name -> the versions it names (one per marker it splits on)."""
+    """requirements/dev.lock's pins: name -> the versions it names (one per marker it splits on)."""
     pins: dict[str, list[str]] = {}
-    for line in (REPO / "requirements.lock").read_text().splitlines():
+    for line in (REPO / "requirements" / "dev.lock").read_text().splitlines():
         match = re.match(r"^([A-Za-z0-9_.-]+)==([^\s;]+)", line)
         if match:
             name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
@@ -143,10 +143,10 @@ def test_the_lock_covers_the_dev_extra_within_its_ranges() -> None:
     for text in wanted:
         req = Requirement(text)
         name = re.sub(r"[-_.]+", "-", req.name).lower()
-        assert name in pins, f"{req.name} is not in requirements.lock: run bash scripts/lock.sh"
+        assert name in pins, f"{req.name} is not in requirements/dev.lock: run bash scripts/lock.sh"
         for version in pins[name]:
             assert req.specifier.contains(version, prereleases=True), (
-                f"requirements.lock has {req.name}=={version}, outside pyproject's {text!r}: "
+                f"requirements/dev.lock has {req.name}=={version}, outside pyproject's {text!r}: "
                 "run bash scripts/lock.sh"
             )
     assert pins["torch"] == ["2.13.0"]  # held at the build setup.sh installs first
@@ -156,6 +156,6 @@ def test_setup_installs_from_the_lock_and_lock_sh_writes_it() -> None:
     setup = (REPO / "scripts" / "setup.sh").read_text()
     assert setup.count('--constraint "$LOCK"') == 2  # with uv and with pip
     assert "--no-install-recommends chromium" in setup
-    header = (REPO / "requirements.lock").read_text().splitlines()[:2]
+    header = (REPO / "requirements" / "dev.lock").read_text().splitlines()[:2]
     assert "bash scripts/lock.sh" in header[1]
     assert "site/" in (REPO / ".gitignore").read_text().splitlines()

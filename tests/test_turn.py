@@ -173,7 +173,7 @@ def test_a_refused_call_keeps_the_servers_message_and_tells_the_agent_what_to_do
     record = turn.record(call, refused("Unknown tool 'nosuch'", "not_found"), 0.0)
     assert record["error"] == "Unknown tool 'nosuch'"
     told = record["blocks"][0].text
-    assert told == "Error: 'nosuch' is not a valid tool tools: add, look"  # what it may call
+    assert told == "Error: 'nosuch' is not a valid tool. Tools: add, look."  # what it may call
 
 
 @pytest.mark.parametrize(("error", "reason", "lost"), [
