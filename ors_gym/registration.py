@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -51,6 +52,7 @@ __all__ = [
     "register_hosted",
     "register_server",
     "remote_id",
+    "task_count",
 ]
 
 logger = logging.getLogger("ors_gym")
@@ -294,3 +296,16 @@ def register_hosted(
         kwargs["api_key"] = Secret(str(kwargs["api_key"]))
     _register(env_id, max_episode_steps, kwargs)
     return env_id
+
+
+def task_count(
+    env_id: str, split: str, env_kwargs: Mapping[str, Any], first: int | None = None
+) -> int:
+    """How many tasks ``gym.make(env_id, **env_kwargs)`` has in ``split``, at most
+    ``first``: the rows a trainer's dataset holds, each naming a task by index."""
+    made = gym.make(env_id, **env_kwargs)
+    try:
+        count: int = made.unwrapped.num_tasks(split)  # type: ignore[attr-defined]
+    finally:
+        made.close()
+    return count if first is None else min(count, first)

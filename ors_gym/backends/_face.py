@@ -1,4 +1,5 @@
-"""``BlockingFace``: a blocking backend over an async one, written once.
+"""``BlockingFace``: a blocking backend over an async one, written once (and
+``AsyncFace``, what the async backends share: ``async with``).
 
 ``HttpBackend`` and ``LocalBackend`` are this over ``AsyncHttpBackend`` and
 ``AsyncLocalBackend``: every method runs the async backend's coroutine on the
@@ -20,7 +21,7 @@ from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
 from ors_gym._runtime import Runtime
 from ors_gym.backends.base import AsyncBackend
 
-__all__ = ["BlockingFace", "blocking"]
+__all__ = ["AsyncFace", "BlockingFace", "blocking"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -39,6 +40,19 @@ def blocking(
         return self.runtime.run(getattr(self.core, name)(*args, **kwargs))
 
     return run
+
+
+class AsyncFace:
+    """The async backends' context manager: ``async with backend:`` closes it on exit."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        raise NotImplementedError
 
 
 class BlockingFace(Generic[_Core]):

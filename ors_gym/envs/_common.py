@@ -10,13 +10,21 @@ import base64
 import io
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
-from openreward.environments import ImageBlock, Split, TextBlock, ToolOutput
+from openreward.environments import (
+    Environment,
+    ImageBlock,
+    JSONObject,
+    Split,
+    TextBlock,
+    ToolOutput,
+)
+from openreward.environments.types import SplitType
 from PIL import Image
 
 __all__ = [
-    "check_split",
+    "BundledEnvironment",
     "png_b64",
     "png_block",
     "seeded_rng",
@@ -32,13 +40,6 @@ def seeded_rng(*parts: object) -> random.Random:
     always the same task.
     """
     return random.Random(":".join(str(p) for p in parts))
-
-
-def check_split(env_name: str, split: str, splits: Sequence[Split | str]) -> None:
-    """Raise a clear ``ValueError`` for a split the environment does not have."""
-    names = [s if isinstance(s, str) else s.name for s in splits]
-    if split not in names:
-        raise ValueError(f"{env_name} has no split {split!r}; choose one of {names}")
 
 
 def png_b64(image: Image.Image) -> str:
@@ -68,3 +69,35 @@ def text_output(
         finished=finished,
         metadata=metadata,
     )
+
+
+class BundledEnvironment(Environment):
+    """What every bundled environment does alike: the SDK constructor, the splits, their check.
+
+    A subclass reads its task spec in :meth:`_read_task` (the constructor has
+    already made a missing spec ``{}``) and names its splits in ``split_names``.
+    """
+
+    #: The splits, each name also its SDK split type.
+    split_names: ClassVar[tuple[SplitType, ...]] = ("train", "test")
+
+    def __init__(
+        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
+    ) -> None:
+        task_spec = task_spec or {}
+        super().__init__(task_spec, secrets or {})
+        self._read_task(task_spec)
+
+    def _read_task(self, task_spec: JSONObject) -> None:
+        """Check and keep what this environment needs from its task spec (default: nothing)."""
+
+    @classmethod
+    def list_splits(cls) -> Sequence[Split | str]:
+        return [Split(name=name, type=name) for name in cls.split_names]
+
+    @classmethod
+    def _check_split(cls, split: str) -> None:
+        """Raise a clear ``ValueError`` for a split this environment does not have."""
+        names = [s if isinstance(s, str) else s.name for s in cls.list_splits()]
+        if split not in names:
+            raise ValueError(f"{cls.__name__} has no split {split!r}; choose one of {names}")

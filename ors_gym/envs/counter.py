@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     terminal,
@@ -21,7 +19,7 @@ from openreward.environments import (
 )
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, seeded_rng, text_output
+from ors_gym.envs._common import BundledEnvironment, seeded_rng, text_output
 
 __all__ = ["Counter"]
 
@@ -34,26 +32,18 @@ class IncrementInput(BaseModel):
     amount: int = Field(default=1, ge=1, le=5, description="How much to add (1 to 5).")
 
 
-class Counter(Environment):
+class Counter(BundledEnvironment):
     """Move a counter to a target value, then call ``done`` to be graded."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         if "target" not in task_spec:
             raise ValueError("a Counter task needs a 'target' integer")
         self.target = int(task_spec["target"])
         self.value = int(task_spec.get("start", 0))
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Counter", split, cls.list_splits())
+        cls._check_split(split)
         tasks: list[JSONObject] = []
         for i in range(_SIZES[split]):
             rng = seeded_rng("counter", split, i)

@@ -19,9 +19,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     tool,
@@ -29,7 +27,7 @@ from openreward.environments import (
 from PIL import Image
 from pydantic import BaseModel, Field, model_validator
 
-from ors_gym.envs._common import check_split, png_block, text_output
+from ors_gym.envs._common import BundledEnvironment, png_block, text_output
 
 __all__ = ["MAX_ECHO_CHARS", "Echo"]
 
@@ -86,19 +84,17 @@ class FinishInput(BaseModel):
     reward: float = Field(allow_inf_nan=False, description="The reward to end the episode with.")
 
 
-class Echo(Environment):
+class Echo(BundledEnvironment):
     """Tools that echo, sleep, fail, draw and finish on request, for protocol tests."""
+
+    split_names = ("train",)
 
     #: token -> number of ``slow_count`` calls that started, shared by all sessions of this process.
     counts: ClassVar[dict[str, int]] = {}
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Echo", split, cls.list_splits())
+        cls._check_split(split)
         return [{"id": f"train-{i}", "note": f"echo task {i}"} for i in range(3)]
 
     async def get_prompt(self) -> list[TextBlock]:

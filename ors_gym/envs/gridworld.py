@@ -27,10 +27,8 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from openreward.environments import (
-    Environment,
     ImageBlock,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     tool,
@@ -38,7 +36,7 @@ from openreward.environments import (
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, png_b64, seeded_rng
+from ors_gym.envs._common import BundledEnvironment, png_b64, seeded_rng
 
 __all__ = ["GOAL_REWARD", "STEP_PENALTY", "GridWorld", "default_cell_px"]
 
@@ -151,14 +149,10 @@ def _cell(value: object, what: str, size: int) -> Cell:
     return row, col
 
 
-class GridWorld(Environment):
+class GridWorld(BundledEnvironment):
     """Reach the goal cell with ``move``: +1 at the goal, -0.01 per other step."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         size = task_spec.get("size", _DEFAULT_SIZE)
         if not isinstance(size, int) or not 2 <= size <= 64:
             raise ValueError(f"GridWorld 'size' must be an integer from 2 to 64, got {size!r}")
@@ -184,12 +178,8 @@ class GridWorld(Environment):
         self.steps = 0
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("GridWorld", split, cls.list_splits())
+        cls._check_split(split)
         return [_make_task(split, i) for i in range(_SIZES[split])]
 
     def _positions(self) -> dict[str, Any]:

@@ -24,11 +24,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openreward.environments import (
-    Environment,
     GroupCandidate,
     GroupScore,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     terminal,
@@ -36,7 +34,7 @@ from openreward.environments import (
 )
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, text_output
+from ors_gym.envs._common import BundledEnvironment, text_output
 
 __all__ = ["Judged", "final_answer", "quality"]
 
@@ -124,14 +122,10 @@ def _get(obj: Any, name: str) -> Any:
     return obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
 
 
-class Judged(Environment):
+class Judged(BundledEnvironment):
     """Short writing tasks: ``answer`` grades one text, ``score_group`` ranks a group."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         keywords = task_spec.get("keywords")
         target = task_spec.get("target_words")
         if not isinstance(keywords, list) or not all(isinstance(k, str) for k in keywords):
@@ -144,12 +138,8 @@ class Judged(Environment):
         self.target_words = target
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Judged", split, list(cls.list_splits()))
+        cls._check_split(split)
         return [
             {
                 "id": f"{split}-{i}",

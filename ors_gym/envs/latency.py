@@ -12,15 +12,13 @@ import asyncio
 from collections.abc import Sequence
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     tool,
 )
 
-from ors_gym.envs._common import check_split, text_output
+from ors_gym.envs._common import BundledEnvironment, text_output
 
 __all__ = ["Latency"]
 
@@ -28,14 +26,12 @@ _DEFAULT_DELAY_MS = 20
 _DEFAULT_LENGTH = 1_000_000
 
 
-class Latency(Environment):
+class Latency(BundledEnvironment):
     """Each ``wait`` call takes ``delay_ms``; the episode ends after ``length`` calls."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    split_names = ("train",)
+
+    def _read_task(self, task_spec: JSONObject) -> None:
         delay_ms = task_spec.get("delay_ms", _DEFAULT_DELAY_MS)
         length = task_spec.get("length", _DEFAULT_LENGTH)
         if not isinstance(delay_ms, int | float) or not 0 <= delay_ms <= 60_000:
@@ -49,12 +45,8 @@ class Latency(Environment):
         self.steps = 0
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Latency", split, cls.list_splits())
+        cls._check_split(split)
         return [{"id": f"train-{i}", "delay_ms": _DEFAULT_DELAY_MS} for i in range(4)]
 
     async def get_prompt(self) -> list[TextBlock]:

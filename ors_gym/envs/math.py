@@ -13,16 +13,14 @@ import math
 from collections.abc import Sequence
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     tool,
 )
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, seeded_rng, text_output
+from ors_gym.envs._common import BundledEnvironment, seeded_rng, text_output
 
 __all__ = ["Math"]
 
@@ -71,22 +69,14 @@ def _make_task(split: str, index: int) -> dict[str, object]:
     return {"id": f"{split}-{index}", "question": question, "answer": answer, "kind": kind}
 
 
-class Math(Environment):
+class Math(BundledEnvironment):
     """Arithmetic questions answered through ``submit`` (reward 1 if correct, else 0)."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         if "question" not in task_spec or "answer" not in task_spec:
             raise ValueError("a Math task needs 'question' and 'answer' fields")
         self.question = str(task_spec["question"])
         self.answer = float(task_spec["answer"])
-
-    @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
 
     @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
@@ -96,7 +86,7 @@ class Math(Environment):
 
     @classmethod
     async def num_tasks(cls, split: str) -> int:
-        check_split("Math", split, cls.list_splits())
+        cls._check_split(split)
         return _SIZES[split]
 
     @classmethod

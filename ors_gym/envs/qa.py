@@ -15,9 +15,7 @@ import string
 from collections.abc import Sequence
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     terminal,
@@ -25,7 +23,7 @@ from openreward.environments import (
 )
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, text_output
+from ors_gym.envs._common import BundledEnvironment, text_output
 
 __all__ = ["QA", "normalise_answer"]
 
@@ -82,14 +80,10 @@ class AnswerInput(BaseModel):
     answer: str = Field(description="Your answer, as short as possible (a word or a name).")
 
 
-class QA(Environment):
+class QA(BundledEnvironment):
     """Factual questions graded by normalised exact match (terminal tool ``answer``)."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         if "question" not in task_spec or "answer" not in task_spec:
             raise ValueError("a QA task needs 'question' and 'answer' fields")
         self.question = str(task_spec["question"])
@@ -100,12 +94,8 @@ class QA(Environment):
         }
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("QA", split, cls.list_splits())
+        cls._check_split(split)
         return [
             {"id": f"{split}-{i}", "question": q, "answer": a, "aliases": list(aliases)}
             for i, (q, a, aliases) in enumerate(_SPLITS[split])

@@ -30,9 +30,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from openreward.environments import (
-    Environment,
     JSONObject,
-    Split,
     TextBlock,
     ToolOutput,
     tool,
@@ -40,7 +38,7 @@ from openreward.environments import (
 from openreward.toolsets import CLIToolset
 from pydantic import BaseModel, Field, model_validator
 
-from ors_gym.envs._common import check_split, seeded_rng, text_output
+from ors_gym.envs._common import BundledEnvironment, seeded_rng, text_output
 from ors_gym.envs._local_sandbox import FileTransferError, LocalSandbox
 
 __all__ = ["KINDS", "Sandbox", "SandboxTask"]
@@ -93,7 +91,7 @@ class SubmitInput(BaseModel):
     )
 
 
-class Sandbox(Environment):
+class Sandbox(BundledEnvironment):
     """File-and-shell chores in a fresh local folder; ``submit`` grades them.
 
     The folder is a :class:`LocalSandbox`, which is NOT a security boundary:
@@ -106,11 +104,7 @@ class Sandbox(Environment):
     #: Bytes of output a command may return, unless the task spec sets ``output_limit``.
     output_limit: ClassVar[int] = 16_000
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         self.task = SandboxTask.model_validate(task_spec)
         # Built here (toolsets bind to it at session creation) but started in setup():
         # an instance that never gets a session makes no folder.
@@ -121,12 +115,8 @@ class Sandbox(Environment):
         )
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Sandbox", split, cls.list_splits())
+        cls._check_split(split)
         return [_make_task(split, i) for i in range(_SIZES[split])]
 
     async def setup(self) -> None:

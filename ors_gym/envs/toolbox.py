@@ -20,10 +20,8 @@ from collections.abc import Sequence
 from typing import Any, Literal, get_type_hints
 
 from openreward.environments import (
-    Environment,
     JSONObject,
     ListToolsOutput,
-    Split,
     TextBlock,
     ToolOutput,
     ToolSpec,
@@ -31,7 +29,7 @@ from openreward.environments import (
 )
 from pydantic import BaseModel, Field
 
-from ors_gym.envs._common import check_split, seeded_rng, text_output
+from ors_gym.envs._common import BundledEnvironment, seeded_rng, text_output
 
 __all__ = ["TASK_TOOLS", "Toolbox"]
 
@@ -104,14 +102,10 @@ def _make_task(split: str, index: int) -> dict[str, Any]:
     return {"id": f"{split}-{index}", "question": question, "target": target, "tools": tools}
 
 
-class Toolbox(Environment):
+class Toolbox(BundledEnvironment):
     """Compute a number with this task's own tools, then ``submit`` it."""
 
-    def __init__(
-        self, task_spec: JSONObject | None = None, secrets: dict[str, str] | None = None
-    ) -> None:
-        task_spec = task_spec or {}
-        super().__init__(task_spec, secrets or {})
+    def _read_task(self, task_spec: JSONObject) -> None:
         if "target" not in task_spec:
             raise ValueError("a Toolbox task needs an integer 'target'")
         self.target = int(task_spec["target"])
@@ -125,12 +119,8 @@ class Toolbox(Environment):
         self.task_tool_names = [t for t in TASK_TOOLS if t in names]
 
     @classmethod
-    def list_splits(cls) -> Sequence[Split | str]:
-        return [Split(name="train", type="train"), Split(name="test", type="test")]
-
-    @classmethod
     def list_tasks(cls, split: str) -> Sequence[JSONObject]:
-        check_split("Toolbox", split, cls.list_splits())
+        cls._check_split(split)
         return [_make_task(split, i) for i in range(_SIZES[split])]
 
     def list_task_tools(self) -> ListToolsOutput:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import gymnasium as gym
-
+from ors_gym.registration import task_count
 from ors_gym.skyrl._batch import generator_output, skyrl_stop_reason
 from ors_gym.skyrl._env import OrsTextEnv, system_prompt
 
@@ -56,13 +55,7 @@ def rows(
 ) -> list[dict[str, Any]]:
     """Dataset rows for SkyRL: ``prompt`` (empty: ``init`` adds the task's), ``env_class``,
     ``env_id``, ``split`` and ``index``, one per task (the first ``num_tasks``)."""
-    made = gym.make(env_id, **env_kwargs)
-    try:
-        count = made.unwrapped.num_tasks(split)  # type: ignore[attr-defined]
-    finally:
-        made.close()
-    if num_tasks is not None:
-        count = min(count, num_tasks)
+    count = task_count(env_id, split, env_kwargs, num_tasks)
     return [
         {"prompt": [], "env_class": env_class, "env_id": env_id, "split": split, "index": i}
         for i in range(count)

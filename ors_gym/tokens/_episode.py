@@ -104,12 +104,14 @@ class Episode:
     def __init__(
         self,
         tokenizer: Any,
-        bridge: Bridge,
+        renderer: Any,
+        chat_template_kwargs: Mapping[str, Any] | None,
         *,
         max_tokens: int | None,
         system: str | None,
         reasoning_tags: tuple[str, str],
     ) -> None:
+        bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
             raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
         self.tokenizer = tokenizer
@@ -119,11 +121,13 @@ class Episode:
         self.reasoning_tags = reasoning_tags
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
+        self.steps = 0
 
     # -- reset ----------------------------------------------------------------------------
     def start(
         self, opening: Sequence[Message], tools: list[dict[str, Any]], observation: Any
     ) -> list[int]:
+        self.steps = 0
         messages: list[dict[str, Any]] = []
         if self.system is not None:
             messages.append({"role": "system", "content": self.system})
@@ -139,10 +143,23 @@ class Episode:
         self.trajectory.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
         return list(prompt)
 
+    def reset_info(self, info: Mapping[str, Any], observation: Any) -> dict[str, Any]:
+        """The env's reset ``info`` plus what a trainer reads at an episode's start."""
+        traj = self.trajectory
+        assert traj is not None
+        out = dict(info)
+        out.update(
+            observation=observation,
+            messages=list(traj.messages),
+            tools=traj.tools,
+            renderer=self.bridge.name,
+        )
+        return out
+
     # -- step, before the env's ---------------------------------------------------------------
-    def read(
-        self, action: Any, step: int
-    ) -> tuple[list[int], list[float] | None, str, AssistantTurn]:
+    def read(self, action: Any) -> tuple[list[int], list[float] | None, str, AssistantTurn]:
+        """The sampled ids, their logprobs, their text and the action parsed from it
+        (the next step's number is taken only when the action reads)."""
         traj = self.trajectory
         if traj is None:
             raise RuntimeError("call reset() before step()")
@@ -156,7 +173,9 @@ class Episode:
         output: dict[str, Any] = {"role": "assistant", "content": rest}
         if reasoning is not None:
             output["reasoning_content"] = reasoning
-        return ids, logprobs, text, assistant_turn(output, step=step)
+        turn = assistant_turn(output, step=self.steps + 1)
+        self.steps += 1
+        return ids, logprobs, text, turn
 
     def _text(self, ids: list[int]) -> str:
         """The completion's text up to its end-of-turn token (what the model wrote)."""

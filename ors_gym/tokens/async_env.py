@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._episode import THINK_TAGS, Episode, make_bridge, max_calls, ors_core
+from ors_gym.tokens._episode import THINK_TAGS, Episode, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -34,15 +34,15 @@ class AsyncTokenEnv:
         self.env = env
         self._core = ors_core(env)
         self.tokenizer = tokenizer
-        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
         self._episode = Episode(
             tokenizer,
-            self.bridge,
+            renderer,
+            chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
             reasoning_tags=reasoning_tags,
         )
-        self._steps = 0
+        self.bridge = self._episode.bridge
 
     @property
     def trajectory(self) -> Trajectory:
@@ -54,21 +54,12 @@ class AsyncTokenEnv:
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[int], dict[str, Any]]:
         observation, info = await self.env.reset(seed=seed, options=options)
-        self._steps = 0
         opening = await self._core.messages()
         prompt = self._episode.start(opening, self._core.tools_as("openai"), observation)
-        info = dict(info)
-        info.update(
-            observation=observation,
-            messages=list(self.trajectory.messages),
-            tools=self.trajectory.tools,
-            renderer=self.bridge.name,
-        )
-        return prompt, info
+        return prompt, self._episode.reset_info(info, observation)
 
     async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-        ids, logprobs, text, turn = self._episode.read(action, self._steps + 1)
-        self._steps += 1
+        ids, logprobs, text, turn = self._episode.read(action)
         result = await self.env.step(turn.action)
         return self._episode.finish(
             ids,

@@ -20,7 +20,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.tokens._episode import THINK_TAGS, Episode, make_bridge, max_calls, ors_core
+from ors_gym.tokens._episode import THINK_TAGS, Episode, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["TokenEnv", "TokenSpace"]
@@ -85,17 +85,17 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
         super().__init__(env)
         self._core = ors_core(env)
         self.tokenizer = tokenizer
-        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
         self._episode = Episode(
             tokenizer,
-            self.bridge,
+            renderer,
+            chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
             reasoning_tags=reasoning_tags,
         )
+        self.bridge = self._episode.bridge
         self.observation_space = TokenSpace(len(tokenizer))
         self.action_space = TokenSpace(len(tokenizer))
-        self._steps = 0
 
     @property
     def trajectory(self) -> Trajectory:
@@ -118,22 +118,13 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     ) -> tuple[list[int], dict[str, Any]]:
         """Start an episode (``options`` go to the ORS env's reset); the first prompt's ids."""
         observation, info = self.env.reset(seed=seed, options=options)
-        self._steps = 0
         prompt = self._episode.start(
             self._core.messages(), self._core.tools_as("openai"), observation
         )
-        info = dict(info)
-        info.update(
-            observation=observation,
-            messages=list(self.trajectory.messages),
-            tools=self.trajectory.tools,
-            renderer=self.bridge.name,
-        )
-        return prompt, info
+        return prompt, self._episode.reset_info(info, observation)
 
     def step(self, action: Any) -> tuple[list[int], SupportsFloat, bool, bool, dict[str, Any]]:
         """Run the sampled ids (``list[int]`` or ``{"ids", "logprobs"}``) as one turn."""
-        ids, logprobs, text, turn = self._episode.read(action, self._steps + 1)
-        self._steps += 1
+        ids, logprobs, text, turn = self._episode.read(action)
         result = self.env.step(turn.action)
         return self._episode.finish(ids, logprobs, text, turn, result, max_calls(self._core))

@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from ors_gym.async_env import AsyncOrsEnv
-from ors_gym.registration import ENTRY_POINT
+from ors_gym.registration import ENTRY_POINT, task_count
 
 __all__ = ["EpisodeRow", "rows"]
 
@@ -90,13 +90,7 @@ def rows(
     (one empty user turn: the agent loop renders the task's own), ``data_source``,
     ``agent_name`` and ``extra_info`` naming the task (``env_id``, ``split``, ``index``,
     ``env_kwargs``). Save them as parquet for ``data.train_files``."""
-    made = gym.make(env_id, **env_kwargs)
-    try:
-        count = made.unwrapped.num_tasks(split)  # type: ignore[attr-defined]
-    finally:
-        made.close()
-    if num_tasks is not None:
-        count = min(count, num_tasks)
+    count = task_count(env_id, split, env_kwargs, num_tasks)
     info: dict[str, Any] = {"env_id": env_id, "split": split}
     if env_kwargs:
         info["env_kwargs"] = dict(env_kwargs)

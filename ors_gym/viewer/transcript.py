@@ -90,6 +90,11 @@ def _reward(value: Any) -> str:
         return "?"
 
 
+def _msg(kind: str, role: str, body: str) -> str:
+    """A message box of class ``msg kind``, headed by ``role``; both arguments are HTML."""
+    return f'<div class="msg {kind}"><div class="role">{role}</div>{body}</div>'
+
+
 def _step(step: Mapping[str, Any]) -> str:
     out = [f'<div class="step"><div class="step-head">step {_e(step.get("step"))}'
            f' &middot; reward <b>{_e(_reward(step.get("reward")))}</b>']
@@ -101,18 +106,17 @@ def _step(step: Mapping[str, Any]) -> str:
                    f'{_e(usage.get("completion_tokens"))} out</span>')
     out.append("</div>")
     for text in step.get("reasoning") or ():
-        out.append(f'<div class="msg reasoning"><div class="role">reasoning</div>'
-                   f'<pre class="text">{_e(text)}</pre></div>')
+        out.append(_msg("reasoning", "reasoning", f'<pre class="text">{_e(text)}</pre>'))
     if step.get("message"):
-        out.append(f'<div class="msg assistant"><div class="role">assistant</div>'
-                   f'<pre class="text">{_e(step["message"])}</pre></div>')
+        out.append(_msg("assistant", "assistant", f'<pre class="text">{_e(step["message"])}</pre>'))
     for error in step.get("parse_errors") or ():
         out.append(f'<div class="msg bad">parse error: {_e(error)}</div>')
     results = {r.get("tool_call_id"): r for r in step.get("results") or ()}
     for call in step.get("tool_calls") or ():
-        out.append(f'<div class="msg call"><div class="role">tool call '
-                   f'<code>{_e(call.get("name"))}</code> <span class="dim">{_e(call.get("id"))}'
-                   f'</span></div><pre class="args">{_e(_json(call.get("arguments")))}</pre></div>')
+        role = (f'tool call <code>{_e(call.get("name"))}</code> '
+                f'<span class="dim">{_e(call.get("id"))}</span>')
+        args = f'<pre class="args">{_e(_json(call.get("arguments")))}</pre>'
+        out.append(_msg("call", role, args))
         result = results.pop(call.get("id"), None)
         if result is not None:
             out.append(_result(result))
@@ -122,8 +126,7 @@ def _step(step: Mapping[str, Any]) -> str:
         out.append(f'<div class="msg bad">not run ({_e(skipped.get("tool_call_id"))}): '
                    f'{_e(skipped.get("reason"))}</div>')
     if step.get("feedback"):
-        out.append(f'<div class="msg env"><div class="role">environment</div>'
-                   f'{_content(step["feedback"])}</div>')
+        out.append(_msg("env", "environment", _content(step["feedback"])))
     out.append("</div>")
     return "".join(out)
 
@@ -141,8 +144,7 @@ def _result(result: Mapping[str, Any], *, routed: bool = False) -> str:
     body = _content(result.get("content") or ())
     if not ok and result.get("error"):
         body += f'<pre class="text bad">{_e(result["error"])}</pre>'
-    return (f'<div class="msg result{"" if ok else " failed"}"><div class="role">{head}</div>'
-            f"{body}</div>")
+    return _msg("result" if ok else "result failed", head, body)
 
 
 def episode_html(record: Mapping[str, Any]) -> str:
@@ -164,7 +166,7 @@ def episode_html(record: Mapping[str, Any]) -> str:
             + (f' &middot; {_e(record.get("model"))}' if record.get("model") else "")
             + "</span></div>")
     prompt = record.get("prompt_content") or [{"type": "text", "text": record.get("prompt", "")}]
-    body = [f'<div class="msg user"><div class="role">prompt</div>{_content(prompt)}</div>']
+    body = [_msg("user", "prompt", _content(prompt))]
     body += [_step(s) for s in record.get("steps") or ()]
     err = record.get("error")
     if isinstance(err, Mapping):

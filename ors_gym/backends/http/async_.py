@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import httpx
 
+from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
@@ -56,7 +57,7 @@ _URL_CACHE = 256
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class AsyncHttpBackend:
+class AsyncHttpBackend(AsyncFace):
     """Talks to an ORS server from asyncio code; every method is a coroutine.
 
     ``base_url`` is the server (``http://user:pass@host:port`` sends basic
@@ -124,12 +125,6 @@ class AsyncHttpBackend:
             variant = "" if s.variant is None else f", variant={s.variant!r}"
             return f"AsyncHttpBackend({self.location!r}, deployment={s.deployment!r}{variant})"
         return f"AsyncHttpBackend({self.location!r})"
-
-    async def __aenter__(self) -> AsyncHttpBackend:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     @property
     def open_sessions(self) -> frozenset[str]:

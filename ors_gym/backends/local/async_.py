@@ -16,6 +16,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ors_gym._compat.openreward import list_splits, supports_score_group
+from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.local import _sdk
 from ors_gym.backends.local._session import Session, close_all, dispatch, open_session
 from ors_gym.backends.local._values import (
@@ -57,7 +58,7 @@ _T = TypeVar("_T")
 EnvSpec = type | str
 
 
-class AsyncLocalBackend:
+class AsyncLocalBackend(AsyncFace):
     """SDK ``Environment`` classes served in this process, behaving like their HTTP server.
 
     ``environments`` is one class or ``"module:Class"`` string, or a sequence
@@ -99,12 +100,6 @@ class AsyncLocalBackend:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}([{', '.join(self._classes)}])"
-
-    async def __aenter__(self) -> AsyncLocalBackend:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     @property
     def open_sessions(self) -> frozenset[str]:
