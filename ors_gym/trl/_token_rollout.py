@@ -19,12 +19,12 @@ import gymnasium as gym
 
 from ors_gym.trl._sample import lockstep, more_anywhere, sample, tokenizer_of
 
-__all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TokenRollouts"]
+__all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]
 
 #: Keys of a dataset prompt's user turn naming its task.
 TASK_ENV, TASK_INDEX = "ors_env_id", "ors_task_index"
-#: The extra field carrying each episode's return to the reward functions.
-RETURN_FIELD = "ors_return"
+#: The extra fields carrying each episode's return and ``Trajectory`` to the reward functions.
+RETURN_FIELD, TRAJECTORY_FIELD = "ors_return", "ors_trajectory"
 
 
 class TokenRollouts:
@@ -54,13 +54,14 @@ class TokenRollouts:
         episodes = _run(envs, tasks, self._split, trainer, limit)
         out: dict[str, list[Any]] = {
             "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
-            RETURN_FIELD: []}
+            RETURN_FIELD: [], TRAJECTORY_FIELD: []}
         for env in episodes:
-            trajectory = env.trajectory
+            trajectory = env.trajectory  # a reset makes a new one: this record stays as it is
             fields = trajectory.to_trl()
             for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
                 out[key].append(fields[key])
             out[RETURN_FIELD].append(trajectory.reward)
+            out[TRAJECTORY_FIELD].append(trajectory)
         return out
 
     def close(self) -> None:
@@ -116,7 +117,8 @@ def _run(envs: list[Any], tasks: Sequence[tuple[str, int]], split: str, trainer:
     running = list(range(len(envs)))
     together = lockstep(trainer)
     while True:
-        used = {i: len(envs[i].trajectory.completion_ids) for i in running}
+        # every row counts, so an episode whose template keeps starting rows still ends
+        used = {i: sum(len(r.completion_ids) for r in envs[i].trajectory.rows) for i in running}
         running = [i for i in running if used[i] < limit]
         if together:
             # vLLM gathers every process's prompts and slices its answer by equal shares:

@@ -1,0 +1,184 @@
+"""It learns: GRPO through ``OrsSpec.rollout_func`` on the bundled Counter, tiny model, CPU.
+
+A model built here (a byte-level BPE trained on local text with TRL's Qwen3 chat
+template, a small Qwen3 with random weights) is warmed up on the tool-call
+format only: on each task it is shown every ``increment`` amount from 1 to 5
+equally often, then ``done``. So it writes well-formed two-turn episodes but
+hits each target only about one time in five. A real ``GRPOTrainer`` then
+trains it through ``OrsSpec(...).rollout_func``: every episode is a
+``TokenEnv`` episode (sampled ids verbatim, the tool result's tokens masked
+out, the sampler's logprobs), graded by Counter's own ``done``.
+
+Counter because a tiny model can visibly improve on it from a format-only
+warm-up: the reward is the environment's own (1 when the counter equals the
+target), there is signal at step one (a group of episodes on a task usually
+holds a hit), the policy must condition on the prompt (three tasks, three
+targets) and each episode is two sampled turns with the environment's tokens
+between them, the case token-level training exists for.
+
+Reported per seed: the mean reward of the first and last ``--window`` steps,
+their difference and ratio, and the run's seconds; a plot of the curves and
+the JSON go to ``benchmarks/results/``. Run:
+``python -m benchmarks.bench_learn_tokens`` (``--seeds 0 1 2``, ``--steps``,
+``--quick`` for a short run). Needs the ``trl`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import _tiny_lm
+from benchmarks._common import RESULTS
+from ors_gym.serving import quiet_sdk_logging
+
+quiet_sdk_logging()
+
+ENV = "ors/Counter-v0"
+#: Counter train tasks whose target one increment reaches (targets 2, 3 and 4).
+TASKS = (18, 12, 17)
+AMOUNTS = (1, 2, 3, 4, 5)
+MARGIN = 0.25  # the last steps' mean reward must beat the first steps' by this much
+
+
+def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = TASKS) -> list[tuple[Any, Any, Any]]:
+    """Token episodes of every amount on every task, each then ``done``: the format, not
+    the answer (the amount does not depend on the target)."""
+    import gymnasium as gym
+
+    from ors_gym.tokens import TokenEnv
+
+    env = TokenEnv(gym.make(ENV), tokenizer)
+    rows = []
+    try:
+        for index in tasks:
+            for amount in AMOUNTS:
+                env.reset(options={"index": index})
+                for text in (_tiny_lm.tool_call("increment", {"amount": amount}),
+                             _tiny_lm.tool_call("done", {})):
+                    ids = tokenizer(text + tokenizer.eos_token, add_special_tokens=False)
+                    env.step(list(ids["input_ids"]))
+                t = env.trajectory
+                rows.append((t.prompt_ids, t.completion_ids, t.mask))
+    finally:
+        env.close()
+    return rows
+
+
+def build(seed: int, warm_steps: int, lr: float = 2e-2) -> tuple[Any, Any]:
+    """The tokenizer and a warmed-up model for ``seed``."""
+    tok = _tiny_lm.tokenizer([ENV], [_tiny_lm.tool_call("increment", {"amount": a})
+                                     for a in AMOUNTS] + [_tiny_lm.tool_call("done", {})])
+    lm = _tiny_lm.model(tok, seed=seed)
+    _tiny_lm.warm_up(lm, warm_up_rows(tok), pad=tok.pad_token_id, steps=warm_steps, lr=lr)
+    return tok, lm
+
+
+def train(seed: int, *, steps: int, warm_steps: int, generations: int, lr: float,
+          out: str) -> dict[str, Any]:
+    """One GRPO run; returns its per-step mean rewards."""
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ors_gym.trl import OrsSpec
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    tok, lm = build(seed, warm_steps)
+    spec = OrsSpec(ENV, indices=list(TASKS))
+    args = GRPOConfig(
+        output_dir=out, max_steps=steps, per_device_train_batch_size=generations * 2,
+        num_generations=generations, max_completion_length=96, learning_rate=lr,
+        logging_steps=1, report_to="none", use_cpu=True, seed=seed, save_strategy="no",
+        temperature=1.0, chat_template_kwargs={"enable_thinking": False},
+        disable_tqdm=True, gradient_checkpointing=False,
+    )
+    trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
+                          train_dataset=spec.train_dataset, rollout_func=spec.rollout_func,
+                          reward_funcs=spec.reward_funcs)
+    trainer.train()
+    rewards = [h["rewards/ors_reward/mean"] for h in trainer.state.log_history
+               if "rewards/ors_reward/mean" in h]
+    spec.rollout_func.close()  # type: ignore[attr-defined]
+    return {"seed": seed, "rewards": rewards, "seconds": time.perf_counter() - start}
+
+
+def summarise(run: dict[str, Any], window: int) -> dict[str, Any]:
+    first = statistics.fmean(run["rewards"][:window])
+    last = statistics.fmean(run["rewards"][-window:])
+    return {**run, "first": first, "last": last, "difference": last - first,
+            "ratio": last / first if first else float("inf"), "learned": last - first >= MARGIN}
+
+
+def plot(runs: list[dict[str, Any]], path: Path, window: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for run in runs:
+        ax.plot(range(1, len(run["rewards"]) + 1), run["rewards"], alpha=0.35)
+        smooth = [statistics.fmean(run["rewards"][max(0, k - window + 1):k + 1])
+                  for k in range(len(run["rewards"]))]
+        ax.plot(range(1, len(smooth) + 1), smooth, label=f"seed {run['seed']} "
+                f"({run['first']:.2f} -> {run['last']:.2f})")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("mean episode reward (Counter)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("GRPO through OrsSpec.rollout_func (TokenEnv), tiny model on CPU")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warm-steps", type=int, default=80)
+    parser.add_argument("--generations", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--window", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="8 steps, one seed")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.steps, args.seeds, args.window = 8, args.seeds[:1], 2
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    runs = []
+    with tempfile.TemporaryDirectory() as out:
+        for seed in args.seeds:
+            run = summarise(train(seed, steps=args.steps, warm_steps=args.warm_steps,
+                                  generations=args.generations, lr=args.lr, out=out),
+                            args.window)
+            runs.append(run)
+            print(f"seed {seed}: first {args.window} steps {run['first']:.3f}, last "
+                  f"{args.window} {run['last']:.3f}, difference {run['difference']:+.3f}, "
+                  f"ratio {run['ratio']:.2f}x ({run['seconds']:.0f} s)", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(runs, args.out / "bench_learn_tokens.png", args.window)
+    (args.out / "bench_learn_tokens.json").write_text(json.dumps(
+        {"env": ENV, "tasks": list(TASKS), "settings": {k: str(v) for k, v in vars(args).items()},
+         "runs": runs}, indent=1) + "\n")
+    learned = sum(r["learned"] for r in runs)
+    print(f"learned (last - first >= {MARGIN}) on {learned} of {len(runs)} seeds; "
+          f"plot and JSON in {args.out}")
+    return 0 if learned == len(runs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
