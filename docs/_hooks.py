@@ -68,6 +68,7 @@ SUBMODULES = (
     "ors_gym.ray",
     "ors_gym.trl",
     "ors_gym.skyrl",
+    "ors_gym.tokens",
 )
 
 

@@ -28,6 +28,20 @@ QWEN3_ADDED = (
 _ENVS = ("ors/QA-v0", "ors/Counter-v0", "ors/GridWorld-v0", "ors/Math-v0")
 
 
+@functools.lru_cache(maxsize=1)
+def qwen3_template() -> str:
+    """TRL's bundled Qwen3 chat template (``trl.chat_template_utils.qwen3_chat_template``),
+    read from TRL's package folder without importing TRL (which imports much more)."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("needs trl (the trl extra) for its Qwen3 chat template")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    return (folder / "chat_templates" / "qwen3.jinja").read_text(encoding="utf-8")
+
+
 def tool_call_text(name: str, arguments: dict[str, Any], *, think: str | None = None) -> str:
     """A completion's text in the Qwen3 format (optionally with a reasoning block first)."""
     import json
@@ -46,13 +60,12 @@ def _corpus() -> list[str]:
     import gymnasium as gym
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
 
     import ors_gym  # noqa: F401  (registers the ors/ ids)
     from ors_gym.formats import render_messages
 
     raw = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
-    raw.chat_template = qwen3_chat_template
+    raw.chat_template = qwen3_template()
     replies = [
         answer_text("Paris", think="The capital of France is Paris."),
         answer_text("I do not know."),
@@ -116,14 +129,13 @@ def tiny_tokenizer(chat_template: str | None = None) -> Any:
     """A fresh ``PreTrainedTokenizerFast`` (the BPE is trained once per process)."""
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
 
     return PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer.from_str(_trained()),
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         bos_token=None,
-        chat_template=chat_template or qwen3_chat_template,
+        chat_template=chat_template or qwen3_template(),
     )
 
 

@@ -167,3 +167,17 @@ def test_trl_rows_compare_orsspec_with_openrewardspec() -> None:
     assert [r["case"] for r in rows] == [bench_trl.TRL, bench_trl.ORS]
     assert rows[0]["ratio"] == 1.0  # the baseline against itself
     assert len(bench_trl.verdicts(rows)) == 1
+
+
+def test_tokens_rows_compare_each_bridge_with_the_rerender_baseline() -> None:
+    pytest.importorskip("trl")
+    from benchmarks import bench_tokens
+
+    rows = bench_tokens.run(rounds=1, turns=3)
+    _check_rows(rows, "tokens")
+    bridges = {r["bridge"] for r in rows}
+    assert "template" in bridges
+    for bridge in bridges:
+        kinds = [(r["kind"], r["turn"]) for r in rows if r["bridge"] == bridge]
+        assert kinds == [("flat", 3), ("rerender", 2), ("env", 2), ("rerender", 3), ("env", 3)]
+    assert len(bench_tokens.verdicts(rows)) == 2 * len(bridges)

@@ -60,7 +60,7 @@ class AsyncTokenEnv:
         info = dict(info)
         info.update(
             observation=observation,
-            messages=self.trajectory.messages,
+            messages=list(self.trajectory.messages),
             tools=self.trajectory.tools,
             renderer=self.bridge.name,
         )

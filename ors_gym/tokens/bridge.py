@@ -17,6 +17,7 @@ template fails). The ``renderers`` library's bridges are in ``_renderers``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["Bridge", "TemplateBridge"]
@@ -80,7 +81,7 @@ class TemplateBridge:
             )
         self.tokenizer = tokenizer
         self.kwargs = dict(chat_template_kwargs or {})
-        self._fixed: dict[str, tuple[list[int], bool]] = {}
+        self._fixed: dict[str, _Fixed | None] = {}
         self.end_of_turn, self.stops = self._read_end_of_turn()
 
     # -- the Bridge protocol -----------------------------------------------------------------
@@ -96,13 +97,20 @@ class TemplateBridge:
         new_messages: Sequence[Mapping[str, Any]],
         tools: list[dict[str, Any]],
     ) -> list[int] | None:
-        fixed, faithful = self._fixed_part(tools)
-        if not faithful:
+        fixed = self._fixed_part(tools)
+        if fixed is None:
             return None
-        ids = self._ids([_DUMMY_USER, _DUMMY_ASSISTANT, *new_messages], tools, generation=True)
-        if ids[: len(fixed)] != fixed:  # the new messages changed how earlier turns render
+        text = self._text([_DUMMY_USER, _DUMMY_ASSISTANT, *new_messages], tools, generation=True)
+        if not text.startswith(fixed.text):  # the new messages changed earlier turns
             return None
-        return [*self.close(completion), *ids[len(fixed) :]]
+        if fixed.split_ok:  # only the new part is tokenized
+            added = self._encode(text[len(fixed.text) :])
+        else:
+            ids = self._encode(text)
+            if ids[: len(fixed.ids)] != fixed.ids:
+                return None
+            added = ids[len(fixed.ids) :]
+        return [*self.close(completion), *added]
 
     def close(self, completion: list[int]) -> list[int]:
         if completion and completion[-1] in self.stops:
@@ -110,17 +118,24 @@ class TemplateBridge:
         return [self.end_of_turn]
 
     # -- internals ---------------------------------------------------------------------------
+    def _text(self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool) -> str:
+        return str(
+            self.tokenizer.apply_chat_template(
+                messages,
+                tools=tools or None,
+                tokenize=False,
+                add_generation_prompt=generation,
+                **self.kwargs,
+            )
+        )
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def _ids(
         self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool
     ) -> list[int]:
-        text = self.tokenizer.apply_chat_template(
-            messages,
-            tools=tools or None,
-            tokenize=False,
-            add_generation_prompt=generation,
-            **self.kwargs,
-        )
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return self._encode(self._text(messages, tools, generation=generation))
 
     def _read_end_of_turn(self) -> tuple[int, frozenset[int]]:
         """The end-of-turn id: the first special token after the fixed assistant turn's text."""
@@ -136,20 +151,44 @@ class TemplateBridge:
             "assistant turn): pass renderer=<a renderers name or config> instead"
         )
 
-    def _fixed_part(self, tools: list[dict[str, Any]]) -> tuple[list[int], bool]:
-        """The fixed conversation's ids up to its assistant turn's end, as history, and whether
-        that history is the generation prompt plus the turn's text (what sampling produces)."""
+    def _fixed_part(self, tools: list[dict[str, Any]]) -> _Fixed | None:
+        """The fixed conversation up to its assistant turn's end, as history; None unless
+        that history is the generation prompt plus the turn's text (what sampling gives)."""
         key = repr(tools)
-        cached = self._fixed.get(key)
-        if cached is None:
-            head = self._ids([_DUMMY_USER], tools, generation=True)
-            whole = self._ids([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], tools, generation=False)
-            end = next(i for i in range(len(head), len(whole)) if whole[i] == self.end_of_turn)
-            fixed = whole[: end + 1]
-            sampled = self.tokenizer(_DUMMY_ASSISTANT["content"], add_special_tokens=False)
-            faithful = fixed == [*head, *sampled["input_ids"], self.end_of_turn]
-            cached = self._fixed[key] = (fixed, faithful)
-        return cached
+        if key not in self._fixed:
+            self._fixed[key] = self._read_fixed(tools)
+        return self._fixed[key]
+
+    def _read_fixed(self, tools: list[dict[str, Any]]) -> _Fixed | None:
+        head = self._ids([_DUMMY_USER], tools, generation=True)
+        text = self._text([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], tools, generation=False)
+        whole = self._encode(text)
+        end = next(i for i in range(len(head), len(whole)) if whole[i] == self.end_of_turn)
+        fixed = whole[: end + 1]
+        sampled = self._encode(str(_DUMMY_ASSISTANT["content"]))
+        if fixed != [*head, *sampled, self.end_of_turn]:
+            return None
+        # The fixed part's text, and whether the ids after it can be tokenized on their own
+        # (they can when the end-of-turn token splits the text, as added tokens do).
+        eot = str(self.tokenizer.convert_ids_to_tokens(self.end_of_turn))
+        cut = text.find(eot, len(self.tokenizer.decode(head, skip_special_tokens=False)))
+        fixed_text = text[: cut + len(eot)] if cut >= 0 else ""
+        split_ok = (
+            bool(fixed_text)
+            and self._encode(fixed_text) == fixed
+            and ([*fixed, *self._encode(text[len(fixed_text) :])] == whole)
+        )
+        return _Fixed(fixed_text if split_ok else "", fixed, split_ok)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """The fixed conversation's history: its text, its ids, and whether what follows the
+    text tokenizes on its own (then only the new part is tokenized each step)."""
+
+    text: str
+    ids: list[int]
+    split_ok: bool
 
 
 def _special_ids(tokenizer: Any) -> set[int]:

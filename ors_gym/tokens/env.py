@@ -125,7 +125,7 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
         info = dict(info)
         info.update(
             observation=observation,
-            messages=self.trajectory.messages,
+            messages=list(self.trajectory.messages),
             tools=self.trajectory.tools,
             renderer=self.bridge.name,
         )

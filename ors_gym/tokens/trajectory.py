@@ -16,8 +16,6 @@ from typing import Any
 
 __all__ = ["TokenRow", "Trajectory"]
 
-_SKYRL_STOP = {"max_tokens": "length"}
-
 
 @dataclass
 class TokenRow:
@@ -60,7 +58,9 @@ class Trajectory:
     episode return (the sum of the env's step rewards); ``rewards``: each
     step's. ``messages``: the conversation as the model saw it, OpenAI chat
     dicts (each assistant turn's content is the completion's text as sampled,
-    reasoning and tool-call tags included); ``tools``: the tools in OpenAI
+    reasoning and tool-call tags included; the environment's reply to the last
+    turn, which the model never reads, is in that step's ``info["new_messages"]``
+    only); ``tools``: the tools in OpenAI
     format. ``stop_reason``: ``None`` while running, then ``"finished"`` (the
     env ended it), ``"max_steps"``, ``"max_tokens"`` or the env's
     ``truncation_reason``. ``logprobs_given``: every turn came with the sampler's
@@ -155,16 +155,15 @@ class Trajectory:
     def to_skyrl(self, row: int = -1) -> dict[str, Any]:
         """SkyRL ``GeneratorOutput`` fields for one trajectory (values, not batches): the
         row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
-        (``"length"`` for ``max_tokens``, else this record's ``stop_reason``),
+        (SkyRL's vLLM-style reasons: ``"length"`` for ``max_tokens``, else ``"stop"``),
         ``rollout_logprobs`` and, for step-wise training, ``is_last_step``."""
         r = self.rows[row]
-        stop = self.stop_reason or "running"
         return {
             "prompt_token_ids": list(r.prompt_ids),
             "response_ids": list(r.completion_ids),
             "rewards": self.reward,
             "loss_masks": list(r.mask),
-            "stop_reasons": _SKYRL_STOP.get(stop, stop),
+            "stop_reasons": "length" if self.stop_reason == "max_tokens" else "stop",
             "rollout_logprobs": list(r.logprobs) if self.logprobs_given else None,
             "is_last_step": row in (-1, len(self.rows) - 1),
         }

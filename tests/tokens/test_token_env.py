@@ -166,6 +166,7 @@ def test_max_tokens_truncates_before_the_reply_would_overflow(tok: Any) -> None:
     traj = env.trajectory
     assert truncated and not terminated and traj.stop_reason == info["stop_reason"] == "max_tokens"
     assert len(traj.completion_ids) <= 60 and traj.completion_ids[-len(turn) :] == turn
+    assert traj.to_skyrl()["stop_reasons"] == "length"
     with pytest.raises(RuntimeError, match="call reset"):
         env.step(turn)
 
@@ -245,18 +246,22 @@ def test_images_become_a_note_for_a_text_model_and_ride_with_the_trajectory(tok:
 
 
 def test_over_http_the_same_ids_as_in_process(tok: Any, server_url: str) -> None:
+    from ors_gym import OrsEnv
+
     runs = []
     for env in (gym.make(COUNTER), gym.make("ors/Remote-v0", base_url=server_url,
-                                             env_name="counter")):
+                                             env_name="counter"),
+                OrsEnv(base_url=server_url, env_name="counter")):
         token_env = TokenEnv(env, tok)
         token_env.reset(seed=0, options={"index": 0})
         for turn in counter_turns(tok):
             token_env.step(non_canonical(tok, turn))
         runs.append(token_env.trajectory)
         token_env.close()
-    local, remote = runs
-    assert remote.ids == local.ids and remote.mask == local.mask
-    assert remote.reward == local.reward == 1.0 and remote.messages == local.messages
+    local = runs[0]
+    for remote in runs[1:]:
+        assert remote.ids == local.ids and remote.mask == local.mask
+        assert remote.reward == local.reward == 1.0 and remote.messages == local.messages
 
 
 @pytest.mark.parametrize("where", ["local", "http"])
@@ -298,7 +303,7 @@ def test_exporters_use_each_trainers_field_names(tok: Any) -> None:
     sky = traj.to_skyrl()
     assert sky["prompt_token_ids"] == traj.prompt_ids and sky["loss_masks"] == traj.mask
     assert sky["response_ids"] == traj.completion_ids and sky["rewards"] == 1.0
-    assert sky["stop_reasons"] == "finished" and sky["rollout_logprobs"] is None
+    assert sky["stop_reasons"] == "stop" and sky["rollout_logprobs"] is None
 
 
 def test_bad_actions_are_explained(tok: Any) -> None:
@@ -315,3 +320,71 @@ def test_bad_actions_are_explained(tok: Any) -> None:
     assert env.trajectory.turns == 0  # nothing ran
     with pytest.raises(TypeError, match="needs an ORS environment"):
         TokenEnv(gym.make("CartPole-v1"), tok)
+
+
+# -- other templates and renderers --------------------------------------------------------------
+
+
+def test_a_template_that_always_rewrites_history_gives_one_row_per_turn(tok: Any) -> None:
+    """With thinking off, Qwen3's generation prompt prefills an empty ``<think>`` block that
+    the template drops from history: no turn can be appended, each starts a row."""
+    env = TokenEnv(gym.make(COUNTER), tok, chat_template_kwargs={"enable_thinking": False})
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    assert tok.decode(prompt).endswith("<think>\n\n</think>\n\n")
+    turns = [non_canonical(tok, sampled(tok, tool_call_text("increment", {"amount": 3})))
+             for _ in range(2)]
+    for k, turn in enumerate(turns, start=2):
+        obs, *_ = env.step(turn)
+        assert len(env.trajectory.rows) == k
+    traj = env.trajectory
+    for row, turn in zip(traj.rows, turns, strict=False):
+        assert row.completion_ids == turn and row.mask == [1] * len(turn)
+    assert obs == traj.rows[-1].prompt_ids and traj.rows[-1].completion_ids == []
+    assert obs == template_ids(tok, traj.messages, traj.tools, True) + encode(
+        tok, "<think>\n\n</think>\n\n")
+
+
+def test_renderer_choices_and_their_errors(tok: Any) -> None:
+    env = TokenEnv(gym.make(COUNTER), tok)
+    assert env.bridge.name == "template"  # a local tokenizer: no hub name to look up
+    with pytest.raises(TypeError, match="renderer must be"):
+        TokenEnv(gym.make(COUNTER), tok, renderer=3)
+    no_template = tiny_tokenizer()
+    no_template.chat_template = None
+    with pytest.raises(ValueError, match="no chat_template"):
+        TokenEnv(gym.make(COUNTER), no_template)
+    if "qwen3" in RENDERERS:
+        with pytest.raises(ValueError, match="set them on its config"):
+            TokenEnv(gym.make(COUNTER), tok, renderer="qwen3",
+                     chat_template_kwargs={"enable_thinking": False})
+
+
+@pytest.mark.skipif("qwen3" not in RENDERERS, reason="needs renderers (the tokens extra)")
+def test_a_multimodal_renderer_gets_image_placeholders_and_the_pixels() -> None:
+    """renderers' Qwen3-VL renderer with an image processor built here: GridWorld's images
+    become ``<|image_pad|>`` runs in the ids, and their pixel data rides with the record."""
+    import types
+
+    from renderers import Qwen3VLRenderer
+    from transformers import Qwen2VLImageProcessorPil
+
+    vl = tiny_tokenizer()
+    vl.add_tokens(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"],
+                  special_tokens=True)
+    pad = vl.convert_tokens_to_ids("<|image_pad|>")
+    images = Qwen2VLImageProcessorPil(min_pixels=56 * 56, max_pixels=112 * 112)
+    renderer = Qwen3VLRenderer(vl, processor=types.SimpleNamespace(image_processor=images))
+    env = TokenEnv(gym.make(GRID), vl, renderer=renderer)
+    prompt, info = env.reset(seed=0, options={"index": 0})
+    traj = env.trajectory
+    assert info["renderer"] == "renderers:qwen3-vl" and env.bridge.multimodal
+    first = prompt.count(pad)
+    assert first > 0 and "not shown" not in vl.decode(prompt)
+    move = non_canonical(vl, sampled(vl, tool_call_text("move", {"direction": "down"})))
+    obs, *_ = env.step(move)
+    assert obs[: len(prompt)] == prompt and obs[len(prompt) : len(prompt) + len(move)] == move
+    assert obs.count(pad) == 2 * first and len(traj.rows) == 1
+    data = traj.multi_modal_data
+    assert [p.length for p in data.mm_placeholders["image"]] == [first, first]
+    assert [obs[p.offset] for p in data.mm_placeholders["image"]] == [pad, pad]
+    assert len(data.mm_items["image"]) == 2 and len(traj.images) == 2
