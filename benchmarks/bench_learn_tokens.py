@@ -101,8 +101,8 @@ def train(seed: int, *, steps: int, warm_steps: int, generations: int, lr: float
         output_dir=out, max_steps=steps, per_device_train_batch_size=generations * 2,
         num_generations=generations, max_completion_length=96, learning_rate=lr,
         logging_steps=1, report_to="none", use_cpu=True, seed=seed, save_strategy="no",
-        temperature=1.0, chat_template_kwargs={"enable_thinking": False},
-        disable_tqdm=True, gradient_checkpointing=False,
+        temperature=1.0,
+        disable_tqdm=True, gradient_checkpointing=False, bf16=False,
     )
     trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
                           train_dataset=spec.train_dataset, rollout_func=spec.rollout_func,

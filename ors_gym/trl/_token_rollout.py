@@ -57,7 +57,7 @@ class TokenRollouts:
             RETURN_FIELD: [], TRAJECTORY_FIELD: []}
         for env in episodes:
             trajectory = env.trajectory  # a reset makes a new one: this record stays as it is
-            fields = trajectory.to_trl()
+            fields = trajectory.to_trl(_trained_row(trajectory))
             for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
                 out[key].append(fields[key])
             out[RETURN_FIELD].append(trajectory.reward)
@@ -105,6 +105,13 @@ class TokenRollouts:
             handed[env_id] = k + 1
             envs.append(pool[k])
         return envs
+
+
+def _trained_row(trajectory: Any) -> int:
+    """The row TRL trains on: the last with sampled ids (a template that rewrites history
+    splits an episode into rows, and the last may have started with no turn left)."""
+    rows = trajectory.rows
+    return max((k for k, r in enumerate(rows) if r.completion_ids), default=len(rows) - 1)
 
 
 def _run(envs: list[Any], tasks: Sequence[tuple[str, int]], split: str, trainer: Any,

@@ -53,6 +53,44 @@ def test_ors_reward_scores_a_rollout_func_run_from_its_returns() -> None:
         ors_reward(completions=[[]])
 
 
+def test_the_vllm_path_asks_for_one_sample_per_episode_within_its_budget() -> None:
+    """vLLM cannot run here (no GPU): a stand-in with ``VLLMGeneration.generate``'s signature
+    and return shape checks the glue: one sample per prompt, the turn's budget as
+    ``max_completion_length`` (restored after), the sampled id's logprob (the first of each
+    position's top-k), ids cut at each episode's own budget."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from ors_gym.trl._sample import sample
+
+    calls: list[dict[str, Any]] = []
+
+    class Generation:
+        max_completion_length = 512
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            calls.append({"prompts": prompts, "images": images, "n": num_generations,
+                          "max": self.max_completion_length})
+            ids = [[7, 8, 9, 2] for _ in prompts]
+            top = [[[-0.5, -9.0], [-0.25], [None], [-1.0]] for _ in prompts]
+            return prompts, ids, top, None
+
+    import inspect
+
+    # the stand-in takes what TRL's own generate takes, in the same order
+    assert list(inspect.signature(VLLMGeneration.generate).parameters) == list(
+        inspect.signature(Generation.generate).parameters)
+
+    class Trainer:
+        use_vllm = True
+        vllm_generation = Generation()
+
+    got = sample(Trainer(), [[1, 2], [3]], [3, 10])
+    assert calls == [{"prompts": [[1, 2], [3]], "images": None, "n": 1, "max": 10}]
+    assert Trainer.vllm_generation.max_completion_length == 512
+    assert got == [([7, 8, 9], [-0.5, -0.25, None]), ([7, 8, 9, 2], [-0.5, -0.25, None, -1.0])]
+
+
 # -- a real GRPOTrainer run ---------------------------------------------------------------------
 
 
@@ -174,7 +212,9 @@ def test_grpo_trains_on_the_token_episodes_rollout_func_sampled(
                 out["logprobs"][j])
         for k, task in enumerate(tasks):
             trajectory = out["ors_trajectory"][k]
-            assert trajectory.to_trl() == {key: out[key][k] for key in (
+            # TRL trains on the last row with sampled ids (one row unless history was rewritten)
+            last = max(r for r, row in enumerate(trajectory.rows) if row.completion_ids)
+            assert trajectory.to_trl(last) == {key: out[key][k] for key in (
                 "prompt_ids", "completion_ids", "logprobs", "env_mask")}
             mask = out["env_mask"][k]
             # Logprobs: the sampled ids' log-probabilities under the model that sampled them.
