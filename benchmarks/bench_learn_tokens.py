@@ -88,7 +88,7 @@ def build(seed: int, warm_steps: int, lr: float = 2e-2) -> tuple[Any, Any]:
 
 
 def train(seed: int, *, steps: int, warm_steps: int, generations: int, lr: float,
-          out: str) -> dict[str, Any]:
+          out: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
     """One GRPO run; returns its per-step mean rewards."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
@@ -104,7 +104,7 @@ def train(seed: int, *, steps: int, warm_steps: int, generations: int, lr: float
         num_generations=generations, max_completion_length=96, learning_rate=lr,
         logging_steps=1, report_to="none", use_cpu=True, seed=seed, save_strategy="no",
         temperature=1.0,
-        disable_tqdm=True, gradient_checkpointing=False, bf16=False,
+        disable_tqdm=True, gradient_checkpointing=False, bf16=False, **(config or {}),
     )
     trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
                           train_dataset=spec.train_dataset, rollout_func=spec.rollout_func,
@@ -146,6 +146,14 @@ def plot(runs: list[dict[str, Any]], path: Path, window: int) -> None:
     plt.close(fig)
 
 
+def _setting(text: str) -> tuple[str, Any]:
+    key, _, value = text.partition("=")
+    try:
+        return key, json.loads(value)
+    except json.JSONDecodeError:
+        return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -154,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generations", type=int, default=16)
     parser.add_argument("--lr", type=float, default=5e-3)
     parser.add_argument("--window", type=int, default=5)
+    parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more GRPOConfig settings (a number, true/false or text)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds run at once, one process each")
     parser.add_argument("--quick", action="store_true", help="8 steps, one seed")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -165,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     with tempfile.TemporaryDirectory() as out, ProcessPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(train, seed, steps=args.steps, warm_steps=args.warm_steps,
-                               generations=args.generations, lr=args.lr, out=f"{out}/{seed}")
+                               generations=args.generations, lr=args.lr, out=f"{out}/{seed}",
+                               config=dict(_setting(c) for c in args.config))
                    for seed in args.seeds]
         for seed, future in zip(args.seeds, futures, strict=True):
             run = summarise(future.result(), args.window)
