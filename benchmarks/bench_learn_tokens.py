@@ -2,9 +2,10 @@
 
 A model built here (a byte-level BPE trained on local text with TRL's Qwen3 chat
 template, a small Qwen3 with random weights) is warmed up on the tool-call
-format only: it is shown every ``increment`` amount from 1 to 5 equally often,
-each followed by ``done``. So it writes well-formed two-turn episodes but hits
-the target (3) only about one time in five. A real ``GRPOTrainer`` then trains
+format only: on three Counter tasks (targets 2, 3 and 4) it is shown every
+``increment`` amount from 1 to 5 equally often, each followed by ``done``. So
+it writes well-formed two-turn episodes but hits the trained task's target (3)
+only about one time in five. A real ``GRPOTrainer`` then trains
 it through ``OrsSpec(...).rollout_func``: every episode is a ``TokenEnv``
 episode (sampled ids verbatim, the tool result's tokens masked out, the
 sampler's logprobs), graded by Counter's own ``done``.
@@ -51,12 +52,15 @@ quiet_sdk_logging()
 ENV = "ors/Counter-v0"
 #: The Counter train task trained on (target 3: one ``increment`` of 3, then ``done``).
 TASKS = (12,)
+#: The tasks of the format warm-up (targets 2, 3 and 4).
+WARM_TASKS = (18, 12, 17)
 AMOUNTS = (1, 2, 3, 4, 5)
 MARGIN = 0.25  # the last steps' mean reward must beat the first steps' by this much
 
 
-def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = TASKS) -> list[tuple[Any, Any, Any]]:
-    """Token episodes of every amount, each then ``done``: the format, not the answer."""
+def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = WARM_TASKS) -> list[tuple[Any, Any, Any]]:
+    """Token episodes of every amount on every task, each then ``done``: the format, not
+    the answer (the amount does not depend on the target)."""
     import gymnasium as gym
 
     from ors_gym.tokens import TokenEnv
@@ -157,10 +161,10 @@ def _setting(text: str) -> tuple[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--warm-steps", type=int, default=80)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warm-steps", type=int, default=100)
     parser.add_argument("--generations", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--lr", type=float, default=2e-3)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                         help="more GRPOConfig settings (a number, true/false or text)")
