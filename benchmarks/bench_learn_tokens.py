@@ -103,16 +103,17 @@ def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations
     start = time.perf_counter()
     tok, lm, warm_loss = build(seed, warm_steps, warm_lr)
     spec = OrsSpec(ENV, indices=list(TASKS))
-    args = GRPOConfig(
-        output_dir=out, max_steps=steps, per_device_train_batch_size=generations,
-        num_generations=generations, max_completion_length=96, learning_rate=lr,
-        logging_steps=1, report_to="none", use_cpu=True, seed=seed, save_strategy="no",
-        temperature=1.0,
-        disable_tqdm=True, gradient_checkpointing=False, bf16=False,
+    settings: dict[str, Any] = {
+        "output_dir": out, "max_steps": steps, "per_device_train_batch_size": generations,
+        "num_generations": generations, "max_completion_length": 96, "learning_rate": lr,
+        "logging_steps": 1, "report_to": "none", "use_cpu": True, "seed": seed,
+        "save_strategy": "no", "temperature": 1.0, "disable_tqdm": True,
+        "gradient_checkpointing": False, "bf16": False,
         # the loss on the highest-entropy fifth of the sampled tokens (the amount, not the
         # format a tiny model learnt by rote), as "Beyond the 80/20 rule" recommends
-        top_entropy_quantile=0.2, **(config or {}),
-    )
+        "top_entropy_quantile": 0.2,
+    }
+    args = GRPOConfig(**{**settings, **(config or {})})
     trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
                           train_dataset=spec.train_dataset, rollout_func=spec.rollout_func,
                           reward_funcs=spec.reward_funcs)
