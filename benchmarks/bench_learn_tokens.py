@@ -112,6 +112,9 @@ def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations
         # the loss on the highest-entropy fifth of the sampled tokens (the amount, not the
         # format a tiny model learnt by rote), as "Beyond the 80/20 rule" recommends
         "top_entropy_quantile": 0.2,
+        # Adam's first steps move every weight by about the learning rate whatever its
+        # gradient: a warm-up and a larger epsilon keep that from wiping out the format
+        "warmup_steps": 5, "adam_epsilon": 1e-4,
     }
     args = GRPOConfig(**{**settings, **(config or {})})
     trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
