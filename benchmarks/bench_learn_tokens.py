@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-steps", type=int, default=150)
     parser.add_argument("--warm-lr", type=float, default=1e-2)
     parser.add_argument("--generations", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--window", type=int, default=5)
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                         help="more GRPOConfig settings (a number, true/false or text)")
