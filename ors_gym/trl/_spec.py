@@ -20,23 +20,38 @@ from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.protocol import ToolSpec
 from ors_gym.trl._rollout import OrsRollout, rollout_class
+from ors_gym.trl._token_rollout import TASK_ENV, TASK_INDEX, TokenRollouts
 
 __all__ = ["OrsSpec", "ors_reward"]
 
 
 def ors_reward(
-    completions: Sequence[Any], environments: Sequence[Any] | None = None, **_: Any
+    completions: Sequence[Any],
+    environments: Sequence[Any] | None = None,
+    ors_return: Sequence[float | None] | None = None,
+    **_: Any,
 ) -> list[float | None]:
     """TRL reward function: each rollout's episode return, from its environment.
 
-    An episode the model left unfinished whose environment has a terminal tool
-    is graded first: its final assistant message goes to that tool. Rollouts
-    of other environments get None (TRL ignores them).
+    With ``environment_factory`` (TRL passes ``environments``): an episode the
+    model left unfinished whose environment has a terminal tool is graded first,
+    its final assistant message going to that tool; rollouts of other
+    environments get None (TRL ignores them). With ``OrsSpec.rollout_func``: the
+    returns the token episodes already ended with, which the rollout function
+    hands over as the ``ors_return`` field.
     """
     if environments is None:
+        if ors_return is not None:
+            if len(ors_return) != len(completions):
+                raise ValueError(
+                    f"ors_return has {len(ors_return)} values for {len(completions)} completions"
+                )
+            return [None if r is None else float(r) for r in ors_return]
         raise ValueError(
-            "ors_reward needs TRL's environments: pass OrsSpec.environment_factory to "
-            "GRPOTrainer(environment_factory=...) along with OrsSpec.reward_funcs"
+            "ors_reward needs TRL's environments or the ors_return field: pass "
+            "OrsSpec.environment_factory to GRPOTrainer(environment_factory=...), or "
+            "OrsSpec.rollout_func to GRPOTrainer(rollout_func=...), along with "
+            "OrsSpec.reward_funcs"
         )
     return [
         env._grade(completion) if isinstance(env, OrsRollout) else None
@@ -53,6 +68,7 @@ class OrsSpec:
     ``indices`` (these) choose the rows, else every task of the split.
     ``multimodal``: give images to the model as TRL image parts (a vision
     model), instead of a note saying they were not shown.
+    ``token_kwargs``: passed to ``TokenEnv`` by ``rollout_func`` (``renderer``...).
     ``env_kwargs``: passed to ``gymnasium.make`` for every id (``base_url``,
     ``deployment``, ``toolset``, ``max_steps``...).
     """
@@ -65,6 +81,7 @@ class OrsSpec:
         num_tasks: int | None = None,
         indices: Sequence[int] | None = None,
         multimodal: bool = False,
+        token_kwargs: Mapping[str, Any] | None = None,
         **env_kwargs: Any,
     ) -> None:
         if num_tasks is not None and indices is not None:
@@ -90,13 +107,20 @@ class OrsSpec:
         self._kwargs = {k: {**env_kwargs, **v} for k, v in ids.items()}
         self._classes: dict[str, type[OrsRollout]] = {}
         self._rows: dict[str, list[int]] = {}
+        self._token_kwargs = dict(token_kwargs or {})
+        self._token_rollouts: TokenRollouts | None = None
         for env_id in self.env_ids:
             self._discover(env_id)
 
     @cached_property
     def train_dataset(self) -> Any:
-        """A ``datasets.Dataset``: ``prompt`` (an empty user turn; ``reset`` fills it in),
-        ``task_index`` and, for several ids, ``environment``."""
+        """A ``datasets.Dataset``: ``prompt``, ``task_index`` and, for several ids, ``environment``.
+
+        ``prompt`` is one empty user turn (``reset`` fills it in) that also names the
+        row's task, as ``ors_env_id`` and ``ors_task_index`` keys of the message:
+        TRL hands a ``rollout_func`` the prompts alone, and chat templates ignore
+        keys they do not know.
+        """
         try:
             from datasets import Dataset
         except ImportError as exc:
@@ -108,7 +132,8 @@ class OrsSpec:
             columns["environment"] = []
         for env_id, rows in self._rows.items():
             for index in rows:
-                columns["prompt"].append([{"role": "user", "content": ""}])
+                columns["prompt"].append([{
+                    "role": "user", "content": "", TASK_ENV: env_id, TASK_INDEX: index}])
                 columns["task_index"].append(index)
                 if self._multi:
                     columns["environment"].append(env_id)
@@ -123,6 +148,22 @@ class OrsSpec:
         if self._multi:
             return dict(self._classes)
         return self._classes[self.env_ids[0]]
+
+    @property
+    def rollout_func(self) -> Callable[[list[Any], Any], dict[str, list[Any]]]:
+        """For ``GRPOTrainer(rollout_func=...)``: each row's task run as a token episode.
+
+        Every prompt TRL hands over (each row repeated ``num_generations`` times)
+        becomes one ``TokenEnv`` episode, sampled turn by turn the way the trainer
+        samples (its vLLM, else its own model; its temperature, top-p, top-k and
+        ``max_completion_length``), with the sampled tokens' logprobs. It returns
+        TRL's ``prompt_ids``, ``completion_ids``, ``logprobs`` and ``env_mask``,
+        plus ``ors_return`` (each episode's return) for ``ors_reward``.
+        """
+        if self._token_rollouts is None:
+            self._token_rollouts = TokenRollouts(
+                {k: dict(v) for k, v in self._kwargs.items()}, self.split, self._token_kwargs)
+        return self._token_rollouts
 
     @property
     def reward_funcs(self) -> Callable[..., list[float | None]]:

@@ -1,0 +1,244 @@
+"""TRL: ``OrsSpec.rollout_func`` under a real ``GRPOTrainer``, token episodes from ``TokenEnv``.
+
+The tokenizer and model come from ``tests/_tiny_lm.py`` (a BPE trained on local text
+with TRL's Qwen3 template, a two-layer Qwen3 with random weights), warmed up here on
+two QA tasks with three scripts each: the right answer, a wrong one, and a ``hint``
+call then the right answer (QA's terminal tool grades the plain replies). So some
+rollouts are multi-turn and rewards vary within a group. One two-step trainer run checks
+what the trainer trained on against what the episodes sampled, the rewards against
+a fresh environment's own grading, the logprobs against the model, and the weights.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Iterator
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+from ors_gym.trl import OrsSpec, ors_reward
+
+if importlib.util.find_spec("trl") is None or importlib.util.find_spec("torch") is None:
+    pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
+
+COUNTER, QA = "ors/Counter-v0", "ors/QA-v0"
+ANSWERS = {0: "Paris", 1: "Tokyo"}  # QA train tasks 0 and 1
+
+
+def test_dataset_prompts_name_their_task() -> None:
+    spec = OrsSpec([COUNTER, QA], indices=[0, 2])
+    rows = spec.train_dataset
+    named = [(p[-1]["ors_env_id"], p[-1]["ors_task_index"]) for p in rows["prompt"]]
+    assert named == [(COUNTER, 0), (COUNTER, 2), (QA, 0), (QA, 2)]
+    assert all(p[-1]["content"] == "" for p in rows["prompt"])  # environment_factory fills it
+    assert rows["environment"] == [e for e, _ in named]
+
+
+def test_rollout_func_explains_prompts_it_cannot_place() -> None:
+    spec = OrsSpec(COUNTER, indices=[0])
+    with pytest.raises(ValueError, match=r"does not name its task.*OrsSpec\.train_dataset"):
+        spec.rollout_func([[{"role": "user", "content": "hi"}]], None)
+    other = [[{"role": "user", "content": "", "ors_env_id": QA, "ors_task_index": 0}]]
+    with pytest.raises(ValueError, match="'ors/QA-v0', which is not an id of this OrsSpec"):
+        spec.rollout_func(other, None)
+
+
+def test_ors_reward_scores_a_rollout_func_run_from_its_returns() -> None:
+    assert ors_reward(completions=[[], []], ors_return=[1.0, 0.0]) == [1.0, 0.0]
+    with pytest.raises(ValueError, match="2 values for 1 completions"):
+        ors_reward(completions=[[]], ors_return=[1.0, 0.0])
+    with pytest.raises(ValueError, match="environments or the ors_return field"):
+        ors_reward(completions=[[]])
+
+
+def test_the_vllm_path_asks_for_one_sample_per_episode_within_its_budget() -> None:
+    """vLLM cannot run here (no GPU): a stand-in with ``VLLMGeneration.generate``'s signature
+    and return shape checks the glue: one sample per prompt, the turn's budget as
+    ``max_completion_length`` (restored after), the sampled id's logprob (the first of each
+    position's top-k), ids cut at each episode's own budget."""
+    from trl.generation.vllm_generation import VLLMGeneration
+
+    from ors_gym.trl._sample import sample
+
+    calls: list[dict[str, Any]] = []
+
+    class Generation:
+        max_completion_length = 512
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            calls.append({"prompts": prompts, "images": images, "n": num_generations,
+                          "max": self.max_completion_length})
+            ids = [[7, 8, 9, 2] for _ in prompts]
+            top = [[[-0.5, -9.0], [-0.25], [None], [-1.0]] for _ in prompts]
+            return prompts, ids, top, None
+
+    import inspect
+
+    # the stand-in takes what TRL's own generate takes, in the same order
+    assert list(inspect.signature(VLLMGeneration.generate).parameters) == list(
+        inspect.signature(Generation.generate).parameters)
+
+    class Trainer:
+        use_vllm = True
+        vllm_generation = Generation()
+
+    got = sample(Trainer(), [[1, 2], [3]], [3, 10])
+    assert calls == [{"prompts": [[1, 2], [3]], "images": None, "n": 1, "max": 10}]
+    assert Trainer.vllm_generation.max_completion_length == 512
+    assert got == [([7, 8, 9], [-0.5, -0.25, None]), ([7, 8, 9, 2], [-0.5, -0.25, None, -1.0])]
+
+
+# -- a real GRPOTrainer run ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def warmed() -> Iterator[dict[str, Any]]:
+    """The shared tiny tokenizer and a model warmed up on QA's three scripts; torch on
+    one thread while the module runs (two spin against each other on a busy machine)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield _warm()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _warm() -> dict[str, Any]:
+    from _tiny_lm import tiny_model, tiny_tokenizer, tool_call_text
+
+    from benchmarks._tiny_lm import warm_up
+    from ors_gym.tokens import TokenEnv
+
+    tokenizer = tiny_tokenizer()
+    env = TokenEnv(gym.make(QA), tokenizer)
+    rows = []
+    for index, answer in ANSWERS.items():
+        for script in ([answer], ["London"], [tool_call_text("hint", {}), answer]):
+            env.reset(options={"index": index})
+            for text in script:
+                ids = tokenizer(text + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
+                env.step(ids)
+            t = env.trajectory
+            rows.append((t.prompt_ids, t.completion_ids, t.mask))
+    env.close()
+    model = tiny_model(tokenizer, seed=0)
+    warm_up(model, rows, pad=tokenizer.pad_token_id, steps=40, lr=2e-2)
+    return {"model": model, "tokenizer": tokenizer}
+
+
+def _sampled_turns(completion: list[int], mask: list[int]) -> list[list[int]]:
+    """The runs of sampled ids (mask 1), in order: the turns as the model wrote them."""
+    turns: list[list[int]] = []
+    previous = 0
+    for token, m in zip(completion, mask, strict=True):
+        if m and not previous:
+            turns.append([])
+        if m:
+            turns[-1].append(token)
+        previous = m
+    return turns
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # a shared machine may be slow; it takes far less alone
+def test_grpo_trains_on_the_token_episodes_rollout_func_sampled(
+    warmed: dict[str, Any], tmp_path: Any,
+) -> None:
+    import torch
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ors_gym.tokens import TokenEnv
+
+    model, tokenizer = warmed["model"], warmed["tokenizer"]
+    spec = OrsSpec(QA, indices=list(ANSWERS))
+    rollouts: list[dict[str, Any]] = []
+    batches: list[dict[str, Any]] = []
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        out = spec.rollout_func(prompts, trainer)
+        # What the model gives the sampled ids now, before this batch's optimiser step.
+        logps = []
+        with torch.no_grad():
+            for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True):
+                logits = trainer.model(input_ids=torch.tensor([p + c])).logits[0, len(p) - 1:-1]
+                logps.append(torch.log_softmax(logits.float(), -1)
+                             .gather(-1, torch.tensor(c)[:, None]).squeeze(-1).tolist())
+        rollouts.append({"prompts": prompts, "out": out, "model_logps": logps})
+        return out
+
+    class Recording(GRPOTrainer):  # type: ignore[misc]
+        def compute_loss(self, model: Any, inputs: dict[str, Any], *args: Any,
+                         **kwargs: Any) -> Any:
+            batches.append({k: v.detach().clone() if torch.is_tensor(v) else v
+                            for k, v in inputs.items()})
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = GRPOConfig(
+        output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
+        max_completion_length=96, learning_rate=1e-2, logging_steps=1, report_to="none",
+        use_cpu=True, seed=0, save_strategy="no", temperature=1.0, top_p=1.0,
+        gradient_checkpointing=False, disable_tqdm=True, bf16=False,
+    )
+    trainer = Recording(model=model, processing_class=tokenizer, args=args,
+                        train_dataset=spec.train_dataset, rollout_func=rollout_func,
+                        reward_funcs=spec.reward_funcs)
+    trainer.train()
+
+    assert len(rollouts) == 2 and len(batches) == 2
+    replay = TokenEnv(gym.make(QA), tokenizer, max_tokens=96)
+    multi_turn = 0
+    returns: set[float] = set()
+    for call, batch in zip(rollouts, batches, strict=True):
+        out = call["out"]
+        # One episode per prompt TRL handed over (each row num_generations times), in order.
+        tasks = [p[-1]["ors_task_index"] for p in call["prompts"]]
+        assert len(tasks) == 8 and sorted(set(tasks)) == list(ANSWERS)
+        assert all(len(set(tasks[g:g + 4])) == 1 for g in (0, 4))  # a group is one task
+        # The trainer trained on exactly these ids, masks and logprobs (rows matched by ids).
+        got = batch["completion_mask"].bool()
+        pairs = [(p, c) for p, c in zip(out["prompt_ids"], out["completion_ids"], strict=True)]
+        for i in range(8):
+            ids = batch["completion_ids"][i][got[i]].tolist()
+            prompt = batch["prompt_ids"][i][batch["prompt_mask"][i].bool()].tolist()
+            j = pairs.index((prompt, ids))
+            assert batch["tool_mask"][i][got[i]].tolist() == out["env_mask"][j]
+            assert batch["sampling_per_token_logps"][i][got[i]].tolist() == pytest.approx(
+                out["logprobs"][j])
+        for k, task in enumerate(tasks):
+            trajectory = out["ors_trajectory"][k]
+            # TRL trains on the last row with sampled ids (one row unless history was rewritten)
+            last = max(r for r, row in enumerate(trajectory.rows) if row.completion_ids)
+            assert trajectory.to_trl(last) == {key: out[key][k] for key in (
+                "prompt_ids", "completion_ids", "logprobs", "env_mask")}
+            mask = out["env_mask"][k]
+            # Logprobs: the sampled ids' log-probabilities under the model that sampled them.
+            sampled = [a for a, m in zip(out["logprobs"][k], mask, strict=True) if m]
+            model_side = [a for a, m in zip(call["model_logps"][k], mask, strict=True) if m]
+            assert sampled == pytest.approx(model_side, abs=2e-4)
+            assert all(a == 0.0 for a, m in zip(out["logprobs"][k], mask, strict=True) if not m)
+            # A fresh episode fed the same sampled turns rebuilds the same rows and grade.
+            turns = [t for r in trajectory.rows for t in _sampled_turns(r.completion_ids, r.mask)]
+            multi_turn += len(turns) > 1
+            replay.reset(options={"index": task})
+            for turn in turns:
+                replay.step(turn)
+            assert [r.ids for r in replay.trajectory.rows] == [r.ids for r in trajectory.rows]
+            assert [r.mask for r in replay.trajectory.rows] == [r.mask for r in trajectory.rows]
+            assert replay.trajectory.reward == out["ors_return"][k] == trajectory.reward
+            returns.add(out["ors_return"][k])
+    replay.close()
+    assert multi_turn, "no episode had a second turn: the env's tokens between turns went untested"
+    assert returns == {0.0, 1.0}, "rewards never varied: nothing could learn"
+
+    # The logged rewards are the episodes' returns.
+    logged = [h["rewards/ors_reward/mean"] for h in trainer.state.log_history
+              if "rewards/ors_reward/mean" in h]
+    assert logged == pytest.approx([sum(c["out"]["ors_return"]) / 8 for c in rollouts])
+    changed = [n for n, p in model.named_parameters() if not torch.equal(p, before[n])]
+    assert changed, "no weight changed"
