@@ -16,15 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
-from ors_gym.protocol import (
-    Block,
-    CallResult,
-    GroupScore,
-    ListToolsOutput,
-    Message,
-    Split,
-    check_task_source,
-)
+from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
 __all__ = ["AsyncBackend", "Backend", "SessionSpec", "check_session_spec"]
 
@@ -55,7 +47,8 @@ _SPEC_KEYS = tuple(SessionSpec.__annotations__)
 
 def check_session_spec(spec: SessionSpec) -> None:
     """Refuse what ``create_session`` cannot take: a keyword that is not ``SessionSpec``'s
-    (TypeError naming it), a task given twice or not at all, a toolset that is no name."""
+    (TypeError naming it), a task given twice or not at all (ValueError), a toolset
+    that is no name (TypeError)."""
     unknown = [key for key in spec if key not in _SPEC_KEYS]
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
@@ -64,7 +57,14 @@ def check_session_spec(spec: SessionSpec) -> None:
             f"create_session() got an unexpected keyword argument{plural} {names}; "
             f"its keywords are {', '.join(_SPEC_KEYS)} (see SessionSpec)"
         )
-    check_task_source(spec.get("task_spec"), spec.get("split"), spec.get("index"))
+    task_spec, split, index = spec.get("task_spec"), spec.get("split"), spec.get("index")
+    if (task_spec is None) == (split is None and index is None):
+        raise ValueError(
+            "create_session needs either task_spec=... or split=... and index=..., "
+            "not both and not neither"
+        )
+    if task_spec is None and (split is None or index is None):
+        raise ValueError("create_session needs both split=... and index=... together")
     toolset = spec.get("toolset")
     if toolset is not None and (not isinstance(toolset, str) or not toolset):
         raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")

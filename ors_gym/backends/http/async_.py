@@ -39,14 +39,7 @@ from ors_gym.backends.http._pool import pooled_client
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
-from ors_gym.protocol import (
-    Block,
-    CallResult,
-    GroupScore,
-    ListToolsOutput,
-    Message,
-    Split,
-)
+from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
 __all__ = ["AsyncHttpBackend"]
 
