@@ -23,14 +23,14 @@ import logging
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 from gymnasium.utils import seeding
 
 from ors_gym.actions import ParsedAction, parse_action
 from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
-from ors_gym.backends.base import AsyncBackend
+from ors_gym.backends.base import AsyncBackend, SessionSpec
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, tools_as
@@ -203,7 +203,7 @@ class AsyncOrsEnv:
             max_image_pixels=settings.max_image_pixels,
         )
 
-    async def _create(self, name: str, **kwargs: Any) -> str:
+    async def _create(self, name: str, **spec: Unpack[SessionSpec]) -> str:
         """``create_session``, finished even when the reset is cancelled meanwhile.
 
         A cancelled request would not stop the server from opening the session,
@@ -211,7 +211,7 @@ class AsyncOrsEnv:
         own, and a cancellation waits for it (within the deletion's time bound)
         and deletes what it opened before going on.
         """
-        create = asyncio.ensure_future(self.backend.create_session(name, **kwargs))
+        create = asyncio.ensure_future(self.backend.create_session(name, **spec))
         try:
             self.session_id = await asyncio.shield(create)
         except asyncio.CancelledError:

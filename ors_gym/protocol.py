@@ -34,7 +34,6 @@ __all__ = [
     "ToolResultBlock",
     "ToolSpec",
     "check_secrets",
-    "check_task_source",
     "parse",
 ]
 
@@ -187,17 +186,6 @@ class GroupScore(_Model):
 
     reward: float
     metadata: JSONObject | None = None
-
-
-def check_task_source(task_spec: Any, split: str | None, index: int | None) -> None:
-    """A session is for ``task_spec``, or for ``split`` and ``index``: exactly one of the two."""
-    if (task_spec is None) == (split is None and index is None):
-        raise ValueError(
-            "create_session needs either task_spec=... or split=... and index=..., "
-            "not both and not neither"
-        )
-    if task_spec is None and (split is None or index is None):
-        raise ValueError("create_session needs both split=... and index=... together")
 
 
 def check_secrets(secrets: Mapping[str, str] | None) -> dict[str, str]:

@@ -14,11 +14,60 @@ keep per-session state (the keepalive set, an in-process instance) keyed by id.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
-__all__ = ["AsyncBackend", "Backend"]
+__all__ = ["AsyncBackend", "Backend", "SessionSpec", "check_session_spec"]
+
+
+class SessionSpec(TypedDict, total=False):
+    """The keywords of ``create_session``: which task a session is for, and its setup.
+
+    Give either ``task_spec`` or ``split`` and ``index``; every key may be left out
+    or given as None. Declared once here, taken as ``**spec`` by every backend.
+    """
+
+    task_spec: Mapping[str, Any] | None
+    """The task itself, as the environment's tasks look (a JSON object)."""
+    split: str | None
+    """The split the task is in (with ``index``)."""
+    index: int | None
+    """The task's position in ``split``."""
+    secrets: Mapping[str, str] | None
+    """Per-session secrets (str names to str values), e.g. an API key the task's tools use."""
+    toolset: str | None
+    """A session toolset's name (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
+    the session's and its terminal tool, if any, replaces the environment's. Callers
+    pass it only when not None, so backends without it keep working."""
+
+
+_SPEC_KEYS = tuple(SessionSpec.__annotations__)
+
+
+def check_session_spec(spec: SessionSpec) -> None:
+    """Refuse what ``create_session`` cannot take: a keyword that is not ``SessionSpec``'s
+    (TypeError naming it), a task given twice or not at all (ValueError), a toolset
+    that is no name (TypeError)."""
+    unknown = [key for key in spec if key not in _SPEC_KEYS]
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        plural = "s" if len(unknown) > 1 else ""
+        raise TypeError(
+            f"create_session() got an unexpected keyword argument{plural} {names}; "
+            f"its keywords are {', '.join(_SPEC_KEYS)} (see SessionSpec)"
+        )
+    task_spec, split, index = spec.get("task_spec"), spec.get("split"), spec.get("index")
+    if (task_spec is None) == (split is None and index is None):
+        raise ValueError(
+            "create_session needs either task_spec=... or split=... and index=..., "
+            "not both and not neither"
+        )
+    if task_spec is None and (split is None or index is None):
+        raise ValueError("create_session needs both split=... and index=... together")
+    toolset = spec.get("toolset")
+    if toolset is not None and (not isinstance(toolset, str) or not toolset):
+        raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
 
 
 @runtime_checkable
@@ -64,19 +113,12 @@ class AsyncBackend(Protocol):
     async def create_session(
         self,
         env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
+        **spec: Unpack[SessionSpec],
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        Give either ``task_spec`` or ``split`` and ``index``. ``toolset`` names a
-        session toolset (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
-        the session's and its terminal tool, if any, replaces the environment's.
-        Callers pass it only when not None, so backends without it keep working.
+        ``spec`` (``SessionSpec``): either ``task_spec`` or ``split`` and ``index``,
+        and optionally ``secrets`` and ``toolset``. Another keyword is a TypeError.
         """
         ...
 
@@ -154,16 +196,7 @@ class Backend(Protocol):
         ...
 
     # -- sessions ---------------------------------------------------------------
-    def create_session(
-        self,
-        env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
-    ) -> str:
+    def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
         ...
 
     def prompt(self, env_name: str, session_id: str) -> list[Block]:

@@ -21,8 +21,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
+from ors_gym.backends.base import SessionSpec, check_session_spec
 from ors_gym.backends.http._exchange import Exchange
 from ors_gym.backends.http._settings import Settings, Where, key_domains
 from ors_gym.backends.http._steps import MISSING, Op
@@ -41,7 +42,6 @@ from ors_gym.protocol import (
     ListToolsOutput,
     Message,
     Split,
-    check_task_source,
     parse,
 )
 
@@ -252,16 +252,7 @@ class Ops(Exchange):
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def create_session(
-        self,
-        env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
-    ) -> Op[str]:
+    def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> Op[str]:
         """Open a session for a task; returns its id: issued by ``/create_session`` for a
         hosted deployment, else a uuid4 made here (see the module docstring).
 
@@ -269,9 +260,8 @@ class Ops(Exchange):
         as ``toolset_name``). ``/create`` runs the environment's constructor, so it
         may take up to ``setup_timeout``.
         """
-        check_task_source(task_spec, split, index)
-        if toolset is not None and (not isinstance(toolset, str) or not toolset):
-            raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
+        check_session_spec(spec)
+        task_spec, secrets = spec.get("task_spec"), spec.get("secrets")
         env = yield from self.env(env_name)
         scoped = self._key_secrets()
         if self.settings.hosted:
@@ -282,9 +272,9 @@ class Ops(Exchange):
         if task_spec is not None:
             body["task_spec"] = dict(task_spec)
         else:
-            body.update(split=split, index=index)
-        if toolset is not None:
-            body["toolset_name"] = toolset
+            body.update(split=spec.get("split"), index=spec.get("index"))
+        if spec.get("toolset") is not None:
+            body["toolset_name"] = spec["toolset"]
         try:
             yield from self.request("POST", "/create",
                                     what=f"create a {env or self.default_name} session",

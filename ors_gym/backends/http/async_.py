@@ -18,11 +18,12 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import httpx
 
 from ors_gym.backends._face import AsyncFace
+from ors_gym.backends.base import SessionSpec
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
@@ -38,14 +39,7 @@ from ors_gym.backends.http._pool import pooled_client
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
-from ors_gym.protocol import (
-    Block,
-    CallResult,
-    GroupScore,
-    ListToolsOutput,
-    Message,
-    Split,
-)
+from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
 __all__ = ["AsyncHttpBackend"]
 
@@ -276,25 +270,9 @@ class AsyncHttpBackend(AsyncFace):
 
     # -- sessions -------------------------------------------------------------------
 
-    async def create_session(
-        self,
-        env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
-    ) -> str:
-        """Open a session (one episode) for a task; returns its id.
-
-        Give either ``task_spec`` or ``split`` and ``index``; ``toolset`` names a
-        session toolset (see ``AsyncBackend.create_session``).
-        """
-        sid = await self._run(self._ops.create_session(
-            env_name, task_spec=task_spec, split=split, index=index, secrets=secrets,
-            toolset=toolset,
-        ))
+    async def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
+        """Open a session (one episode) for a task; returns its id (see ``SessionSpec``)."""
+        sid = await self._run(self._ops.create_session(env_name, **spec))
         self._open.add(sid)
         self._start_keepalive()
         return sid

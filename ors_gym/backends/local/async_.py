@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Coroutine, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 from ors_gym._compat.openreward import list_splits, supports_score_group
 from ors_gym.backends._face import AsyncFace
+from ors_gym.backends.base import SessionSpec, check_session_spec
 from ors_gym.backends.local import _sdk
 from ors_gym.backends.local._session import Session, close_all, dispatch, open_session
 from ors_gym.backends.local._values import (
@@ -48,7 +49,6 @@ from ors_gym.protocol import (
     Message,
     Split,
     check_secrets,
-    check_task_source,
     parse,
 )
 
@@ -199,44 +199,34 @@ class AsyncLocalBackend(AsyncFace):
 
     # -- sessions -----------------------------------------------------------------------
 
-    async def create_session(
-        self,
-        env_name: str,
-        *,
-        task_spec: Mapping[str, Any] | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        secrets: Mapping[str, str] | None = None,
-        toolset: str | None = None,
-    ) -> str:
-        """Open a session (one episode) for a task; returns its id.
+    async def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
+        """Open a session (one episode) for a task; returns its id (see ``SessionSpec``).
 
-        Give either ``task_spec`` or ``split`` and ``index``. As on the server the
-        instance is built here and ``setup()`` runs in the background: a failed
-        setup surfaces as OrsServerError on the session's next request.
-        ``toolset`` binds a session toolset as the server does (an unknown name:
-        OrsRequestError listing the known ones).
+        As on the server the instance is built here and ``setup()`` runs in the
+        background: a failed setup surfaces as OrsServerError on the session's next
+        request. ``toolset`` binds a session toolset as the server does (an unknown
+        name: OrsRequestError listing the known ones).
         """
-        check_task_source(task_spec, split, index)
-        if toolset is not None and (not isinstance(toolset, str) or not toolset):
-            raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
+        check_session_spec(spec)
+        task_spec, split, index = spec.get("task_spec"), spec.get("split"), spec.get("index")
         env, cls = self._class(env_name)
         what = f"create a {env} session"
-        plain_secrets = check_secrets(secrets)
+        plain_secrets = check_secrets(spec.get("secrets"))
         if task_spec is not None:
             try:
-                spec = json_in(task_spec)
+                task = json_in(task_spec)
             except NotJSON as exc:
                 raise not_json("task_spec", exc) from None
-            if not isinstance(spec, dict):
+            if not isinstance(task, dict):
                 raise TypeError(f"task_spec must be a mapping, got {type(task_spec).__name__}")
         else:
-            spec = None
+            task = None
             assert split is not None
             self._check_split(env, cls, split, what)
         sid = str(uuid.uuid4())
         session = await self._run(
-            open_session(cls, env, spec, split, index, plain_secrets, toolset), what, env, sid
+            open_session(cls, env, task, split, index, plain_secrets, spec.get("toolset")),
+            what, env, sid,
         )
         self._sessions[sid] = session
         return sid

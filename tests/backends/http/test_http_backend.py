@@ -158,6 +158,15 @@ def test_unknown_environment_split_index(backend: HttpBackend) -> None:
         backend.create_session("qa", task_spec={}, split="test", index=0)
 
 
+def test_an_unknown_session_keyword_is_refused_by_name(backend: HttpBackend) -> None:
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'tool_set'; its "
+                       r"keywords are task_spec, split, index, secrets, toolset"):
+        backend.create_session("qa", split="test", index=0, tool_set="codex")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"arguments 'splt', 'idx'"):
+        backend.create_session("qa", splt="test", idx=0)  # type: ignore[call-arg]
+    assert backend.open_sessions == frozenset()  # refused before anything was opened
+
+
 def test_failing_constructor_is_a_server_error(backend: HttpBackend) -> None:
     with pytest.raises(OrsServerError, match="needs 'question'") as err:
         backend.create_session("qa", task_spec={"no": "question"})

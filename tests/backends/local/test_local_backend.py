@@ -550,6 +550,11 @@ def test_session_by_split_and_index(backend: LocalBackend) -> None:
         backend.create_session("localprobe", task_spec={}, split="train", index=0)
     with pytest.raises(ValueError, match="together"):
         backend.create_session("localprobe", split="train")
+    opened = backend.open_sessions
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'tool_set'; its "
+                       r"keywords are task_spec, split, index, secrets, toolset"):
+        backend.create_session("localprobe", split="train", index=0, tool_set="codex")  # type: ignore[call-arg]
+    assert backend.open_sessions == opened  # refused before anything was opened
 
 
 def test_gone_sessions_are_expired(backend: LocalBackend) -> None:
