@@ -79,6 +79,10 @@ def parse_action(action: Any) -> ParsedAction:
     nothing else; badly written tool calls become entries of ``errors``.
     """
     try:
+        if type(action) is dict and len(action) == 1:
+            calls = action.get("tool_calls")
+            if type(calls) is list:  # the usual {"tool_calls": [...]}, without the key checks
+                return _parse_calls(calls, "", where="action['tool_calls']")
         if isinstance(action, str):
             return _parse_text(action)
         if type(action) is dict or isinstance(action, Mapping):
@@ -137,6 +141,15 @@ def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) 
     parsed: list[ToolCall] = []
     errors: list[str] = []
     for i, raw in enumerate(calls):
+        if type(raw) is dict and len(raw) == 2:  # the usual {"name": ..., "arguments": {...}}
+            name = raw.get("name")
+            args = raw.get("arguments")
+            if (
+                type(name) is str and name and type(args) is dict
+                and all(type(k) is str and type(v) in _SCALARS for k, v in args.items())
+            ):
+                parsed.append(ToolCall(name, dict(args)))
+                continue
         at = f"{where}[{i}]" if indexed else where
         result = _normalize_call(raw, mode="strict", where=at)
         if isinstance(result, ToolCall):
