@@ -65,6 +65,7 @@ from PIL import (
     WebPImagePlugin,  # noqa: F401
 )
 
+from ors_gym.protocol import TextBlock
 from ors_gym.spaces import AnyImage, AnyText
 
 __all__ = [
@@ -180,7 +181,19 @@ def decode_blocks(
     note is the second image block. ``ValueError`` only for a bad
     ``image_size`` or ``max_pixels``.
     """
-    walker = _Walker(_check_image_size(image_size), _check_max_pixels(max_pixels))
+    size, pixels = _check_image_size(image_size), _check_max_pixels(max_pixels)
+    if type(blocks) is list:  # text blocks only (the usual case): no walk, nothing to note
+        texts = []
+        for block in blocks:
+            if type(block) is not TextBlock or block.type != "text":
+                break
+            text = block.text
+            if type(text) is not str:
+                break
+            texts.append(text)
+        else:
+            return DecodedBlocks(Observation(text="\n".join(texts), images=()), ())
+    walker = _Walker(size, pixels)
     walker.walk(blocks, 0)
     observation = Observation(text="\n".join(walker.parts), images=tuple(walker.images))
     return DecodedBlocks(observation, tuple(walker.notes))
