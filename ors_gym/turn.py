@@ -29,7 +29,14 @@ from ors_gym.errors import (
     OrsToolError,
 )
 from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks
-from ors_gym.protocol import Block, CallResult, ListToolsOutput, RunToolError, TextBlock
+from ors_gym.protocol import (
+    Block,
+    CallResult,
+    ListToolsOutput,
+    RunToolError,
+    RunToolSuccess,
+    TextBlock,
+)
 from ors_gym.settings import EnvSettings
 
 __all__ = [
@@ -171,9 +178,11 @@ class Turn:
             reward += rules.error_reward * len(self.parsed.errors)
         for note in self._notes:
             self.blocks.append(TextBlock(text=note))
-        first_error = next((c["error_reason"] for c in calls if not c["ok"]), None)
-        if first_error is not None:
-            info["error_reason"] = first_error
+        for c in calls:
+            if not c["ok"]:
+                if c["error_reason"] is not None:
+                    info["error_reason"] = c["error_reason"]
+                break
 
         if (
             not self.terminated
@@ -243,7 +252,7 @@ def call_record(
     A failed call's blocks tell the agent what went wrong in words it can act on
     (``_agent_errors``); ``error`` keeps the server's own message.
     """
-    if isinstance(result, RunToolError):
+    if type(result) is not RunToolSuccess and isinstance(result, RunToolError):
         told = explain(call.name, result.error, result.reason, tools, call.arguments)
         return {
             "name": call.name,
