@@ -28,7 +28,7 @@ from ors_gym.errors import (
     OrsTimeoutError,
     OrsToolError,
 )
-from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks
+from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks, observation_and_notes
 from ors_gym.protocol import (
     Block,
     CallResult,
@@ -193,13 +193,13 @@ class Turn:
             self.truncated = True
             info["truncation_reason"] = "max_steps"
 
-        decoded = decode_blocks(
-            self.blocks, image_size=rules.image_size, max_pixels=rules.max_image_pixels
+        observation, notes = observation_and_notes(
+            self.blocks, rules.image_size, rules.max_image_pixels
         )
-        if decoded.notes:
-            info["observation_notes"] = list(decoded.notes)
+        if notes:
+            info["observation_notes"] = list(notes)
         info["blocks"] = self.blocks
-        return decoded.observation, reward, self.terminated, self.truncated, info
+        return observation, reward, self.terminated, self.truncated, info
 
     def _no_tool_calls(
         self, parsed: ParsedAction, tools: ListToolsOutput, env_name: str | None
