@@ -36,6 +36,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
+from types import CoroutineType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from ors_gym._compat.asyncio import (
@@ -117,8 +118,11 @@ class Runtime:
         ``leave_driver``: if the background driver is driving, hand ``coro`` to it and
         wait, rather than asking it to stop (work that goes on in the background).
         """
-        loop = self.loop
-        if get_running_loop_or_none() is loop:
+        loop = self._loop
+        if loop is None:
+            loop = self.loop
+        outer = get_running_loop_or_none()
+        if outer is loop:
             coro.close()
             raise RuntimeError(
                 "ors_gym's blocking face was called from its own event loop (from inside "
@@ -128,6 +132,10 @@ class Runtime:
             )
         if self._drive.acquire(False):
             try:
+                if outer is None and type(coro) is CoroutineType:
+                    # The usual call: no loop of the thread's own to set aside.
+                    task = run_first_step(loop, coro)
+                    return task.result() if task.done() else loop.run_until_complete(task)
                 return _run_on(loop, coro)
             finally:
                 self._release()
@@ -192,7 +200,7 @@ class Runtime:
         # the lock: so either it gets the lock or this sees it and wakes it.
         self._drive.release()
         loop = self._loop
-        pending = loop is not None and not self._closing and self._pending()
+        pending = loop is not None and bool(self._tasks) and not self._closing and self._pending()
         if self._waiting or pending:
             with self._cond:
                 notify = self._waiting > 0

@@ -79,6 +79,10 @@ def parse_action(action: Any) -> ParsedAction:
     nothing else; badly written tool calls become entries of ``errors``.
     """
     try:
+        if type(action) is dict and len(action) == 1:
+            calls = action.get("tool_calls")
+            if type(calls) is list:  # the usual {"tool_calls": [...]}, without the key checks
+                return _parse_calls(calls, "", where="action['tool_calls']")
         if isinstance(action, str):
             return _parse_text(action)
         if type(action) is dict or isinstance(action, Mapping):
@@ -137,13 +141,42 @@ def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) 
     parsed: list[ToolCall] = []
     errors: list[str] = []
     for i, raw in enumerate(calls):
+        if type(raw) is dict and len(raw) == 2:  # the usual {"name": ..., "arguments": {...}}
+            name = raw.get("name")
+            args = raw.get("arguments")
+            if type(name) is str and name and type(args) is dict:
+                for key, value in args.items():
+                    if type(key) is not str or type(value) not in _SCALARS:
+                        break
+                else:  # flat JSON arguments: what _normalize_call would make of them
+                    parsed.append(_tool_call(name, dict(args)))
+                    continue
         at = f"{where}[{i}]" if indexed else where
         result = _normalize_call(raw, mode="strict", where=at)
         if isinstance(result, ToolCall):
             parsed.append(result)
         elif isinstance(result, str):
             errors.append(result)
-    return ParsedAction(tuple(parsed), message, tuple(errors))
+    action = _new(ParsedAction)  # ParsedAction(...) filled in place, as _tool_call does
+    fields = action.__dict__
+    fields["tool_calls"] = tuple(parsed)
+    fields["message"] = message
+    fields["errors"] = tuple(errors)
+    return action
+
+
+_new = object.__new__
+
+
+def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
+    """``ToolCall(name, arguments)`` filled in place: the frozen dataclass's ``__init__``
+    sets each field through ``object.__setattr__``, a cost on every step."""
+    call = _new(ToolCall)
+    fields = call.__dict__
+    fields["name"] = name
+    fields["arguments"] = arguments
+    fields["id"] = None
+    return call
 
 
 def _call_fields(obj: Mapping[Any, Any]) -> tuple[Any, bool, Any, Any, str]:

@@ -222,10 +222,12 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         self, action: Any
     ) -> tuple[dict[str, Any], SupportsFloat, bool, bool, dict[str, Any]]:
         """Run the action's tool calls in order, stopping at the first that finishes."""
-        turn = self._core.plan(action)
-        if self.render_mode is not None:
-            self._transcript.append(f"[agent] {_describe_action(turn)}")
-        observation, reward, terminated, truncated, info = self._run(self._core.run(turn))
+        core = self._core
+        turn = core.plan(action)
+        if self.render_mode is None:  # nothing to remember
+            return self._run(core.run(turn))
+        self._transcript.append(f"[agent] {_describe_action(turn)}")
+        observation, reward, terminated, truncated, info = self._run(core.run(turn))
         self._remember(observation, "env")
         return observation, reward, terminated, truncated, info
 

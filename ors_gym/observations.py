@@ -65,6 +65,7 @@ from PIL import (
     WebPImagePlugin,  # noqa: F401
 )
 
+from ors_gym.protocol import TextBlock
 from ors_gym.spaces import AnyImage, AnyText
 
 __all__ = [
@@ -74,6 +75,7 @@ __all__ = [
     "decode_blocks",
     "decode_image",
     "empty_observation",
+    "observation_and_notes",
     "observation_space",
 ]
 
@@ -180,10 +182,31 @@ def decode_blocks(
     note is the second image block. ``ValueError`` only for a bad
     ``image_size`` or ``max_pixels``.
     """
-    walker = _Walker(_check_image_size(image_size), _check_max_pixels(max_pixels))
+    observation, notes = observation_and_notes(blocks, image_size, max_pixels)
+    return DecodedBlocks(observation, notes)
+
+
+def observation_and_notes(
+    blocks: Iterable[Any], image_size: tuple[int, int] | None, max_pixels: int
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """``decode_blocks``' observation and notes as a plain pair (a step's, built on every
+    step, skips the ``DecodedBlocks`` around them)."""
+    size, pixels = _check_image_size(image_size), _check_max_pixels(max_pixels)
+    if type(blocks) is list:  # text blocks only (the usual case): no walk, nothing to note
+        texts = []
+        for block in blocks:
+            if type(block) is not TextBlock or block.type != "text":
+                break
+            text = block.text
+            if type(text) is not str:
+                break
+            texts.append(text)
+        else:
+            return Observation(text="\n".join(texts), images=()), ()
+    walker = _Walker(size, pixels)
     walker.walk(blocks, 0)
     observation = Observation(text="\n".join(walker.parts), images=tuple(walker.images))
-    return DecodedBlocks(observation, tuple(walker.notes))
+    return observation, tuple(walker.notes)
 
 
 def decode_image(

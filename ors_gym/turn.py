@@ -28,8 +28,15 @@ from ors_gym.errors import (
     OrsTimeoutError,
     OrsToolError,
 )
-from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks
-from ors_gym.protocol import Block, CallResult, ListToolsOutput, RunToolError, TextBlock
+from ors_gym.observations import DEFAULT_MAX_PIXELS, decode_blocks, observation_and_notes
+from ors_gym.protocol import (
+    Block,
+    CallResult,
+    ListToolsOutput,
+    RunToolError,
+    RunToolSuccess,
+    TextBlock,
+)
 from ors_gym.settings import EnvSettings
 
 __all__ = [
@@ -171,9 +178,11 @@ class Turn:
             reward += rules.error_reward * len(self.parsed.errors)
         for note in self._notes:
             self.blocks.append(TextBlock(text=note))
-        first_error = next((c["error_reason"] for c in calls if not c["ok"]), None)
-        if first_error is not None:
-            info["error_reason"] = first_error
+        for c in calls:
+            if not c["ok"]:
+                if c["error_reason"] is not None:
+                    info["error_reason"] = c["error_reason"]
+                break
 
         if (
             not self.terminated
@@ -184,13 +193,13 @@ class Turn:
             self.truncated = True
             info["truncation_reason"] = "max_steps"
 
-        decoded = decode_blocks(
-            self.blocks, image_size=rules.image_size, max_pixels=rules.max_image_pixels
+        observation, notes = observation_and_notes(
+            self.blocks, rules.image_size, rules.max_image_pixels
         )
-        if decoded.notes:
-            info["observation_notes"] = list(decoded.notes)
+        if notes:
+            info["observation_notes"] = list(notes)
         info["blocks"] = self.blocks
-        return decoded.observation, reward, self.terminated, self.truncated, info
+        return observation, reward, self.terminated, self.truncated, info
 
     def _no_tool_calls(
         self, parsed: ParsedAction, tools: ListToolsOutput, env_name: str | None
@@ -243,7 +252,7 @@ def call_record(
     A failed call's blocks tell the agent what went wrong in words it can act on
     (``_agent_errors``); ``error`` keeps the server's own message.
     """
-    if isinstance(result, RunToolError):
+    if type(result) is not RunToolSuccess and isinstance(result, RunToolError):
         told = explain(call.name, result.error, result.reason, tools, call.arguments)
         return {
             "name": call.name,

@@ -515,3 +515,24 @@ def test_agent_mistakes_are_sentences_naming_the_nearest_name() -> None:
 def test_an_unknown_action_key_names_the_nearest_one() -> None:
     with pytest.raises(OrsActionError, match=r"'tool_call' \(did you mean 'tool_calls'\?\)"):
         parse_action({"tool_call": [{"name": "move", "arguments": {}}]})
+
+
+
+def test_the_fast_builders_make_what_the_dataclasses_make() -> None:
+    # _parse_calls fills ToolCall and ParsedAction in place; they must stay equal to
+    # what their constructors make, field for field (a new field must be added there).
+    from dataclasses import FrozenInstanceError, fields
+
+    from ors_gym.actions import _tool_call
+
+    assert [f.name for f in fields(ToolCall)] == ["name", "arguments", "id"]
+    assert [f.name for f in fields(ParsedAction)] == ["tool_calls", "message", "errors"]
+    call = _tool_call("add", {"a": 1})
+    assert call == ToolCall("add", {"a": 1}) and repr(call) == repr(ToolCall("add", {"a": 1}))
+    with pytest.raises(FrozenInstanceError):
+        call.name = "other"  # type: ignore[misc]
+    parsed = parse_action({"tool_calls": [{"name": "add", "arguments": {"a": 1}},
+                                          {"name": "x", "arguments": "{bad"}]})
+    assert type(parsed) is ParsedAction
+    assert parsed == ParsedAction((ToolCall("add", {"a": 1}),), "", parsed.errors)
+    assert len(parsed.errors) == 1 and "not valid JSON" in parsed.errors[0]

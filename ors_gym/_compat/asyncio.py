@@ -122,7 +122,7 @@ def run_first_step(loop: asyncio.AbstractEventLoop,
         return task
     step, args, context = taken[0]
     hooks = sys.get_asyncgen_hooks()
-    sys.set_asyncgen_hooks(firstiter=first_iter, finalizer=finalizer)
+    sys.set_asyncgen_hooks(first_iter, finalizer)  # (firstiter, finalizer): positional is cheaper
     asyncio._set_running_loop(loop)
     try:
         if context is None:

@@ -29,6 +29,10 @@ _PRIVATE = within("pydantic", *VERIFIED) and tuple(BaseModel.__slots__) == _SLOT
 _new = object.__new__
 _set = object.__setattr__
 _ALL_FIELDS: dict[type, set[str]] = {}
+if _PRIVATE:  # the slots' own setters: no attribute lookup by name per model built
+    _set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+    _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+    _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def build_unvalidated(cls: type[_M], data: dict[str, Any]) -> _M:
@@ -51,7 +55,7 @@ def build_unvalidated(cls: type[_M], data: dict[str, Any]) -> _M:
         return cls.model_construct(_fields_set=set(fields), **data)
     obj = _new(cls)
     _set(obj, "__dict__", data)
-    _set(obj, "__pydantic_fields_set__", set(fields))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_fields_set(obj, fields.copy())
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj

@@ -80,6 +80,9 @@ def assistant_turn(output: Any, *, step: int) -> AssistantTurn:
 
 def _split_output(output: Any) -> tuple[Any, list[ReasoningBlock]]:
     """(action, reasoning) for a raw model output; unknown shapes pass through."""
+    if type(output) is dict and not ("role" in output or "choices" in output
+                                     or "output" in output):
+        return output, []  # an action dict already (the usual case), without the ABC checks
     output = as_plain(output)
     if isinstance(output, Mapping):
         choices = output.get("choices")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from ors_gym._compat.openreward import enable_introspection_cache
@@ -105,11 +106,16 @@ class Session:
                            exc_detail(exc), exc_info=exc)
 
 
-async def dispatch(env: Any, name: str, arguments: dict[str, Any], toolset: Any = None) -> Any:
+def dispatch(
+    env: Any, name: str, arguments: dict[str, Any], toolset: Any = None
+) -> Coroutine[Any, Any, Any]:
     """The SDK's own dispatch (the session's toolset first), with its per-call tool
-    introspection cached for this call."""
+    introspection cached for this call; await it at once, in the Task that called.
+
+    A plain function returning the SDK's coroutine: one coroutine layer less per call.
+    """
     enable_introspection_cache()  # this call's Task context only: see ors_gym/_compat/openreward.py
-    return await _sdk.sdk.call_session_tool(env, toolset, name, arguments)
+    return _sdk.sdk.call_session_tool(env, toolset, name, arguments)
 
 
 async def _run_hook(fn: Any) -> Any:

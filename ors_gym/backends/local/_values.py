@@ -61,7 +61,11 @@ def json_in(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 return _json_in_slow(value)
-            out[key] = json_in(item)
+            of = type(item)  # a scalar (the usual argument) is itself, without a call
+            out[key] = (
+                item if of is str or of is int or of is float or of is bool or item is None
+                else json_in(item)
+            )
         return out
     if kind is list or kind is tuple:
         return [json_in(item) for item in value]
@@ -99,7 +103,10 @@ def json_out(value: Any) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 return _json_out_slow(value)
-            out[key] = json_out(item)
+            of = type(item)  # a scalar other than a float is itself, without a call
+            out[key] = (
+                item if of is str or of is int or of is bool or item is None else json_out(item)
+            )
         return out
     if kind is list or kind is tuple:
         return [json_out(item) for item in value]
@@ -162,7 +169,7 @@ def call_result(result: Any) -> CallResult:
                 "output": build_unvalidated(
                     ToolOutput,
                     {
-                        "blocks": [to_block(b) for b in out.blocks],
+                        "blocks": list(map(to_block, out.blocks)),
                         "metadata": None if metadata is None else json_out(metadata),
                         "reward": reward,
                         "finished": bool(out.finished),
