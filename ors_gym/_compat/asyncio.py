@@ -97,7 +97,10 @@ def running_loop_set_aside() -> _SetAside:
 def run_first_step(loop: asyncio.AbstractEventLoop,
                    coro: Coroutine[Any, Any, _T]) -> asyncio.Task[_T]:
     """A task of ``coro`` on ``loop`` (not running), its first step already run in this
-    thread where the loop allows it; the caller runs the loop if it is not done."""
+    thread where the loop allows it; the caller runs the loop if it is not done.
+
+    During that first step ``get_running_loop()`` and ``current_task()`` are the loop and
+    the task, but ``loop.is_running()`` is False: the loop itself has not been started."""
     first_iter = getattr(loop, "_asyncgen_firstiter_hook", None)
     finalizer = getattr(loop, "_asyncgen_finalizer_hook", None)
     taken: list[tuple[Callable[..., Any], tuple[Any, ...], Any]] = []
