@@ -49,10 +49,10 @@ def make_async_backend(
     *,
     base_url: str | None = None,
     env_class: Any = None,
-    client: httpx.AsyncBaseTransport | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncBackend:
     """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, with
-    ``settings.http``, sending through ``client``, a shared ``pooled_client()``, when
+    ``settings.http``, sending through ``transport``, a shared ``pooled_client()``, when
     given), else ``env_class`` (in-process)."""
     if _uses_http(settings, base_url):
         from ors_gym.backends.http import AsyncHttpBackend
@@ -60,7 +60,7 @@ def make_async_backend(
         # Errors name the options as an env's user sets them: gym.make(..., timeout=...).
         return AsyncHttpBackend(
             base_url, deployment=settings.deployment, variant=settings.variant,
-            api_key=reveal(settings.api_key), options=settings.http, transport=client,
+            api_key=reveal(settings.api_key), options=settings.http, transport=transport,
             _set_as="env",
         )
     if env_class is not None:
@@ -79,9 +79,9 @@ def make_async_backends(
     that closes the pool, to await after the backends' ``aclose``."""
     from ors_gym.backends.http import pooled_client
 
-    client = pooled_client(max_connections, idle_connections)
-    backends = [make_async_backend(settings, base_url=url, client=client) for url in base_urls]
-    return backends, client.aclose
+    pool = pooled_client(max_connections, idle_connections)
+    backends = [make_async_backend(settings, base_url=url, transport=pool) for url in base_urls]
+    return backends, pool.aclose
 
 
 def make_backend(
