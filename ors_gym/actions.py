@@ -10,7 +10,8 @@ agents and model clients actually produce and returns a :class:`ParsedAction`:
 - a ``dict``: ``{"tool_calls": [...], "message": "..."}`` whose calls may be in
   the generic shape or as OpenAI chat-completions, Anthropic ``tool_use`` or
   OpenAI Responses ``function_call`` items; or one bare call dict;
-- a ``list``/``tuple`` of call dicts, or :class:`ToolCall` objects.
+- a ``list``/``tuple`` of call dicts, or :class:`ToolCall` objects;
+- a :class:`ParsedAction` already read (a model family's parse): taken as it is.
 
 Two kinds of failure are kept apart. A malformed action *structure* is a
 programming error and raises :class:`~ors_gym.errors.OrsActionError`. A tool
@@ -78,6 +79,8 @@ def parse_action(action: Any) -> ParsedAction:
     Raises :class:`OrsActionError` for a structurally invalid action and
     nothing else; badly written tool calls become entries of ``errors``.
     """
+    if type(action) is ParsedAction:
+        return action
     try:
         if type(action) is dict and len(action) == 1:
             calls = action.get("tool_calls")

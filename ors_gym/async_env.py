@@ -101,6 +101,9 @@ class AsyncOrsEnv:
         self.last_action: ParsedAction | None = None
         self._tools: ListToolsOutput | None = None
         self._messages: list[Message] | None = None
+        #: Ask the prompt as messages too at each reset, in the same round trip (what a
+        #: token-level episode renders), so that ``messages()`` asks nothing more.
+        self.prefetch_messages = False
         self._closed = False
 
     # -- discovery -------------------------------------------------------------------------
@@ -186,9 +189,16 @@ class AsyncOrsEnv:
                     **({} if settings.toolset is None else {"toolset": settings.toolset}),
                 )
             async with self.limiter:
-                prompt, tools = await asyncio.gather(
-                    self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
-                )
+                if self.prefetch_messages:
+                    prompt, tools, self._messages = await asyncio.gather(
+                        self.backend.prompt(name, sid),
+                        self.backend.task_tools(name, sid),
+                        self.backend.messages(name, sid),
+                    )
+                else:
+                    prompt, tools = await asyncio.gather(
+                        self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
+                    )
         except OrsError as exc:
             raise exc.with_context(
                 server=self.location, env_name=self.env_name, session_id=self.session_id

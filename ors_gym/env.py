@@ -186,6 +186,15 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
         offers it, else the prompt as one user message); asked once per episode."""
         return self._run(self._core.messages())
 
+    @property
+    def prefetch_messages(self) -> bool:
+        """Whether each reset also asks :meth:`messages`, in the reset's own round trip."""
+        return self._core.prefetch_messages
+
+    @prefetch_messages.setter
+    def prefetch_messages(self, value: bool) -> None:
+        self._core.prefetch_messages = bool(value)
+
     def default_split(self) -> str:
         """The split given, else ``train`` where the environment lists it, else its first."""
         return self._run(self._core.catalog.default_split())

@@ -11,48 +11,23 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ors_gym.actions import ToolCall
+from ors_gym.families import DEFAULT, AssistantParse
 from ors_gym.formats import (
     AssistantTurn,
     StepExchange,
-    assistant_turn,
+    call_id,
     exchange_messages,
     step_exchange,
 )
-from ors_gym.protocol import Message
-from ors_gym.tokens._renderers import RenderersBridge, auto_renderer
-from ors_gym.tokens.bridge import Bridge, TemplateBridge
-from ors_gym.tokens.chat import chat_messages, split_reasoning
+from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.tokens._choose import make_bridge
+from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["THINK_TAGS", "Episode", "make_bridge", "max_calls", "ors_core"]
-
-THINK_TAGS = ("<think>", "</think>")
-
-
-def make_bridge(
-    tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None
-) -> Bridge:
-    """``renderer``: None (a renderers renderer when the library knows the tokenizer's hub
-    name, else the chat template), ``"template"``, a renderers name/config/Renderer, or a
-    :class:`~ors_gym.tokens.Bridge`."""
-    if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
-        return renderer
-    if renderer is None:
-        renderer = auto_renderer(tokenizer) or "template"
-    if renderer == "template":
-        return TemplateBridge(tokenizer, chat_template_kwargs)
-    if chat_template_kwargs:
-        raise ValueError(
-            "chat_template_kwargs go to the chat template; with a renderers renderer, set them "
-            "on its config (e.g. renderers.Qwen3RendererConfig(enable_thinking=False))"
-        )
-    return RenderersBridge(tokenizer, renderer)
-
-
-def _is_renderers_object(obj: Any) -> bool:
-    return type(obj).__module__.split(".")[0] == "renderers"
+__all__ = ["Episode", "max_calls", "ors_core"]
 
 
 def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
@@ -109,7 +84,6 @@ class Episode:
         *,
         max_tokens: int | None,
         system: str | None,
-        reasoning_tags: tuple[str, str],
     ) -> None:
         bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
@@ -118,7 +92,6 @@ class Episode:
         self.bridge = bridge
         self.max_tokens = max_tokens
         self.system = system
-        self.reasoning_tags = reasoning_tags
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
         self.steps = 0
@@ -168,14 +141,9 @@ class Episode:
                 f"the episode has ended ({traj.stop_reason}); call reset() to start another"
             )
         ids, logprobs = read_action(action, self.vocab_size)
-        text = self._text(ids)
-        reasoning, rest = split_reasoning(text, self.reasoning_tags)
-        output: dict[str, Any] = {"role": "assistant", "content": rest}
-        if reasoning is not None:
-            output["reasoning_content"] = reasoning
-        turn = assistant_turn(output, step=self.steps + 1)
+        parsed = self.bridge.parse(ids, traj.tools)
         self.steps += 1
-        return ids, logprobs, text, turn
+        return ids, logprobs, self._text(ids), assistant_turn(parsed, step=self.steps)
 
     def _text(self, ids: list[int]) -> str:
         """The completion's text up to its end-of-turn token (what the model wrote)."""
@@ -205,7 +173,11 @@ class Episode:
         row.turns += 1
         traj.rewards.append(float(reward))
         traj.logprobs_given = traj.logprobs_given and logprobs is not None
-        traj.messages.append({"role": "assistant", "content": text})
+        # A known family's template renders the turn's fields; an unknown one gets the text.
+        known = self.bridge.family.name != DEFAULT
+        traj.messages.append(
+            assistant_message(turn) if known else {"role": "assistant", "content": text}
+        )
         traj.images += _images(observation)
         terminated, truncated = bool(terminated), bool(truncated)
         stop = None
@@ -252,6 +224,32 @@ class Episode:
             observation=observation,
         )
         return row.ids, float(reward), terminated, truncated, info
+
+
+def assistant_turn(parsed: AssistantParse, *, step: int) -> AssistantTurn:
+    """The family's parse as the step's turn: its calls (each with an id) go to the env as
+    they are, its content is the message, its reasoning is kept off the env."""
+    calls = tuple(
+        ToolCall(c.name, c.arguments, c.id or call_id(step, i))
+        for i, c in enumerate(parsed.tool_calls)
+    )
+    action = parsed.action()
+    reasoning = () if not parsed.reasoning else (ReasoningBlock(text=parsed.reasoning),)
+    return AssistantTurn(action, parsed.content, calls, reasoning, parsed.errors)
+
+
+def assistant_message(turn: AssistantTurn) -> dict[str, Any]:
+    """The turn as the chat message a template renders (content, reasoning, calls)."""
+    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+    if turn.reasoning:
+        message["reasoning_content"] = "\n".join(b.text for b in turn.reasoning)
+    if turn.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments}}
+            for c in turn.tool_calls
+        ]
+    return message
 
 
 def _images(observation: Any) -> list[Any]:

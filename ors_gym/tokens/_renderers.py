@@ -1,24 +1,27 @@
 """The ``renderers`` library as a bridge (the ``tokens`` extra).
 
 ``renderers`` (PrimeIntellect) renders a model family's conversations in Python,
-token for token as its chat template does, and its ``bridge_to_next_turn``
-extends the previous ids with a new turn's without touching them, returning
-None where it cannot prove that. It picks a renderer from a hub model name, so
-a local or fine-tuned tokenizer needs the renderer named (``"qwen3"``) or
-configured (``renderers.Qwen3RendererConfig(...)``).
+token for token as its chat template does; its ``bridge_to_next_turn`` extends
+the previous ids with a new turn's without touching them (None where it cannot
+prove that), and its ``parse_response`` reads sampled ids by the family's own
+rules. One renderer so writes and reads a family's tokens.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsDependencyError
+from ors_gym.families import AssistantParse, Family, call_example, family
 
-__all__ = ["RenderersBridge", "auto_renderer"]
+__all__ = ["RenderersBridge", "renderers_lib"]
 
 
-def _lib() -> Any:
+def renderers_lib() -> Any:
+    """The ``renderers`` module, or a dependency error saying how to install it."""
     try:
         import renderers
     except ImportError as exc:
@@ -29,23 +32,43 @@ def _lib() -> Any:
 
 
 class RenderersBridge:
-    """``renderer``: a renderers name (``"qwen3"``), config, or ``Renderer`` instance."""
+    """``renderer``: a renderers name (``"qwen3.5"``), config, or ``Renderer`` instance.
 
-    def __init__(self, tokenizer: Any, renderer: Any) -> None:
-        lib = _lib()
+    ``chat_template_kwargs`` go to the renderer's config (renderers checks that the
+    family's template takes them, e.g. ``enable_thinking``).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        renderer: Any,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        lib = renderers_lib()
+        kwargs = dict(chat_template_kwargs or {})
         if isinstance(renderer, str):
-            config = lib.config_from_name(renderer)
-            renderer = lib.create_renderer(tokenizer, config)
+            renderer = lib.create_renderer(
+                tokenizer, lib.config_from_name(renderer), chat_template_kwargs=kwargs or None
+            )
         elif isinstance(renderer, lib.BaseRendererConfig):
-            renderer = lib.create_renderer(tokenizer, renderer)
-        elif not isinstance(renderer, lib.Renderer):
+            renderer = lib.create_renderer(tokenizer, renderer, chat_template_kwargs=kwargs or None)
+        elif isinstance(renderer, lib.Renderer):
+            if kwargs:
+                raise ValueError(
+                    "chat_template_kwargs cannot reach a renderers Renderer that is already "
+                    "built: pass its name or config instead (renderer='qwen3.5'), or build it "
+                    "with them (renderers.create_renderer(tok, config, chat_template_kwargs=...))"
+                )
+        else:
             raise TypeError(
                 f"renderer must be None, 'template', a renderers name or config, a renderers "
                 f"Renderer or an ors_gym.tokens Bridge; got {type(renderer).__name__}"
             )
         self.renderer = renderer
         config = getattr(renderer, "config", None)
-        self.name = f"renderers:{getattr(config, 'name', type(renderer).__name__)}"
+        config_name = str(getattr(config, "name", type(renderer).__name__))
+        self.name = f"renderers:{config_name}"
+        self.family: Family = _family_or_own(config_name)
         self.multimodal = bool(lib.is_multimodal(renderer))
         self.stops = frozenset(renderer.get_stop_token_ids())
         self.multi_modal_data: Any = None
@@ -84,16 +107,60 @@ class RenderersBridge:
     def close(self, completion: list[int]) -> list[int]:
         if completion and completion[-1] in self.stops:
             return []
-        closing = [s for s in self.renderer.get_stop_token_ids()][:1]
-        return closing
+        return list(self.renderer.get_stop_token_ids())[:1]
+
+    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
+        """The completion read by the family's own parser (``parse_response``)."""
+        parsed = self.renderer.parse_response(list(completion), tools=tools or None)
+        return from_parsed_response(parsed, self.family)
 
 
-def auto_renderer(tokenizer: Any) -> Any | None:
-    """A renderers name for ``tokenizer`` when the library is installed and knows the
-    tokenizer's hub name exactly; None otherwise (use the template)."""
+def _family_or_own(name: str) -> Family:
     try:
-        from renderers.base import MODEL_RENDERER_MAP
-    except ImportError:
-        return None
-    name = getattr(tokenizer, "name_or_path", None)
-    return MODEL_RENDERER_MAP.get(name) if isinstance(name, str) else None
+        return family(name)
+    except ValueError:  # a custom renderer: only it reads its format
+        return Family(name, name, None, "as its renderer parses it")
+
+
+def from_parsed_response(parsed: Any, fam: Family) -> AssistantParse:
+    """A renderers ``ParsedResponse`` as an :class:`AssistantParse`: the clean calls as
+    calls, each malformed one as an agent error in the family's own words."""
+    calls: list[ToolCall] = []
+    errors: list[str] = []
+    for call in parsed.tool_calls:
+        status = str(getattr(call.status, "value", call.status))
+        arguments = call.arguments
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments) if arguments.strip() else {}
+            except ValueError:
+                status = "invalid_json"
+        ok = status in ("ok", "unknown_tool")  # an unknown tool is the env's to answer
+        if ok and call.name and isinstance(arguments, dict):
+            calls.append(ToolCall(str(call.name), arguments, call.id))
+        else:
+            errors.append(_call_error(status, str(call.raw), fam))
+    reasoning = parsed.reasoning_content
+    return AssistantParse(
+        content=str(parsed.content or ""),
+        reasoning=str(reasoning) if reasoning else None,
+        tool_calls=tuple(calls),
+        errors=tuple(errors),
+    )
+
+
+_STATUS_TEXT = {
+    "invalid_json": "its arguments are not valid JSON",
+    "unclosed_block": "it was not closed",
+    "missing_name": "it names no tool",
+    "malformed_structure": "it is not in this model's tool-call format",
+}
+
+
+def _call_error(status: str, raw: str, fam: Family) -> str:
+    what = _STATUS_TEXT.get(status, status.replace("_", " "))
+    shown = raw if len(raw) <= 200 else raw[:200] + "..."
+    example = ""
+    if fam.text is not None:
+        example = " Write a call as " + call_example(fam.text, "tool_name", {"arg": "value"})
+    return f"A tool call could not be read: {what}: {shown!r}.{example}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._episode import THINK_TAGS, Episode, max_calls, ors_core
+from ors_gym.tokens._episode import Episode, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -29,10 +29,10 @@ class AsyncTokenEnv:
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        reasoning_tags: tuple[str, str] = THINK_TAGS,
     ) -> None:
         self.env = env
         self._core = ors_core(env)
+        self._core.prefetch_messages = True
         self.tokenizer = tokenizer
         self._episode = Episode(
             tokenizer,
@@ -40,7 +40,6 @@ class AsyncTokenEnv:
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
-            reasoning_tags=reasoning_tags,
         )
         self.bridge = self._episode.bridge
 

@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ors_gym.families import DEFAULT, AssistantParse, Family, family, parse_text
+
 __all__ = ["Bridge", "TemplateBridge"]
 
 # The fixed conversation: a user turn, then an assistant turn with reasoning (so that a
@@ -35,6 +37,7 @@ class Bridge(Protocol):
 
     name: str
     multimodal: bool
+    family: Family
 
     def prompt(
         self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
@@ -57,22 +60,32 @@ class Bridge(Protocol):
         """The ids that close a completion cut before its end-of-turn token ([] if not cut)."""
         ...
 
+    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
+        """The sampled ids read as an assistant turn, by the family's own rules."""
+        ...
+
 
 class TemplateBridge:
     """A bridge from the tokenizer's own chat template, proven append-only per step.
 
     ``chat_template_kwargs`` go to every ``apply_chat_template`` call (e.g.
-    ``{"enable_thinking": False}``). The end-of-turn token is read from the
-    template (the first special token after an assistant turn's text); the
-    template's rendering of a finished assistant turn must be its generation
-    prompt, the turn's text, then that token, or no step can be bridged.
+    ``{"enable_thinking": False}``). ``family`` (a :mod:`ors_gym.families` name)
+    says how completions are read: its text parser, and the tokens that end a
+    sampled turn. The end-of-turn token is read from the template (the first
+    special token after an assistant turn's text); the template's rendering of a
+    finished assistant turn must be its generation prompt, the turn's text, then
+    that token, or no step can be bridged.
     """
 
     name = "template"
     multimodal = False
 
     def __init__(
-        self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None = None
+        self,
+        tokenizer: Any,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        *,
+        family: str = DEFAULT,
     ) -> None:
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
@@ -81,6 +94,7 @@ class TemplateBridge:
             )
         self.tokenizer = tokenizer
         self.kwargs = dict(chat_template_kwargs or {})
+        self.family = _text_family(family)
         self._fixed: dict[str, _Fixed | None] = {}
         self.end_of_turn, self.stops = self._read_end_of_turn()
 
@@ -117,6 +131,12 @@ class TemplateBridge:
             return []
         return [self.end_of_turn]
 
+    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
+        end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
+        text = str(self.tokenizer.decode(completion[:end], skip_special_tokens=False))
+        assert self.family.text is not None
+        return parse_text(self.family.text, text, tools)
+
     # -- internals ---------------------------------------------------------------------------
     def _text(self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool) -> str:
         return str(
@@ -140,16 +160,41 @@ class TemplateBridge:
     def _read_end_of_turn(self) -> tuple[int, frozenset[int]]:
         """The end-of-turn id: the first special token after the fixed assistant turn's text."""
         special = _special_ids(self.tokenizer)
-        head = self._ids([_DUMMY_USER], [], generation=True)
-        whole = self._ids([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], [], generation=False)
+        head = self._probe([_DUMMY_USER], generation=True)
+        whole = self._probe([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], generation=False)
+        extra = {self.tokenizer.convert_tokens_to_ids(t) for t in self.family_stops}
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        extra |= {eos} if isinstance(eos, int) else set()
         for tid in whole[len(head) :]:
             if tid in special:
-                eos = getattr(self.tokenizer, "eos_token_id", None)
-                return tid, frozenset({tid} | ({eos} if isinstance(eos, int) else set()))
+                return tid, frozenset({tid} | extra)
         raise ValueError(
             "cannot find the chat template's end-of-turn token (no special token follows an "
             "assistant turn): pass renderer=<a renderers name or config> instead"
         )
+
+    @property
+    def family_stops(self) -> tuple[str, ...]:
+        """The tokens that end a sampled turn in this family, besides the template's own."""
+        return _TURN_ENDS.get(self.family.name, ())
+
+    def _probe(self, messages: list[Any], *, generation: bool) -> list[int]:
+        """The probe conversation's ids; a template that refuses it (some raise on a tool
+        message they did not expect) is retried without the tool message, then named."""
+        try:
+            return self._ids(messages, [], generation=generation)
+        except Exception as exc:  # jinja raises its own errors and raise_exception()'s
+            if messages[-1] is _PROBE_TOOL:
+                shorter = [*messages[:-1], {"role": "user", "content": "ping"}]
+                try:
+                    return self._ids(shorter, [], generation=generation)
+                except Exception:
+                    pass
+            raise ValueError(
+                f"the tokenizer's chat template cannot render a plain conversation "
+                f"({type(exc).__name__}: {exc}); pass renderer=<a renderers name or config> "
+                "or a Bridge of your own"
+            ) from exc
 
     def _fixed_part(self, tools: list[dict[str, Any]]) -> _Fixed | None:
         """The fixed conversation up to its assistant turn's end, as history; None unless
@@ -160,10 +205,19 @@ class TemplateBridge:
         return self._fixed[key]
 
     def _read_fixed(self, tools: list[dict[str, Any]]) -> _Fixed | None:
-        head = self._ids([_DUMMY_USER], tools, generation=True)
-        text = self._text([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], tools, generation=False)
+        try:
+            head = self._ids([_DUMMY_USER], tools, generation=True)
+            text = self._text(
+                [_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], tools, generation=False
+            )
+        except Exception:  # a template that refuses the probe: no step is bridged
+            return None
         whole = self._encode(text)
-        end = next(i for i in range(len(head), len(whole)) if whole[i] == self.end_of_turn)
+        end = next(
+            (i for i in range(len(head), len(whole)) if whole[i] == self.end_of_turn), None
+        )
+        if end is None:
+            return None
         fixed = whole[: end + 1]
         sampled = self._encode(str(_DUMMY_ASSISTANT["content"]))
         if fixed != [*head, *sampled, self.end_of_turn]:
@@ -189,6 +243,22 @@ class _Fixed:
     text: str
     ids: list[int]
     split_ok: bool
+
+
+#: Tokens that end a sampled turn where the template's end-of-message token does not
+#: (harmony ends a message with <|end|> but a turn with <|call|> or <|return|>).
+_TURN_ENDS: dict[str, tuple[str, ...]] = {"gpt-oss": ("<|call|>", "<|return|>")}
+
+
+def _text_family(name: str) -> Family:
+    """The family ``name``, checked to have a text parser (the template path parses text)."""
+    fam = family(name)
+    if fam.text is None:
+        raise ValueError(
+            f"the {name!r} family is read only by its renderers renderer: pass "
+            f"renderer={name!r} rather than the chat template"
+        )
+    return fam
 
 
 def _special_ids(tokenizer: Any) -> set[int]:

@@ -20,7 +20,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.tokens._episode import THINK_TAGS, Episode, max_calls, ors_core
+from ors_gym.tokens._episode import Episode, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["TokenEnv", "TokenSpace"]
@@ -80,10 +80,10 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        reasoning_tags: tuple[str, str] = THINK_TAGS,
     ) -> None:
         super().__init__(env)
         self._core = ors_core(env)
+        self._core.prefetch_messages = True
         self.tokenizer = tokenizer
         self._episode = Episode(
             tokenizer,
@@ -91,7 +91,6 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
-            reasoning_tags=reasoning_tags,
         )
         self.bridge = self._episode.bridge
         self.observation_space = TokenSpace(len(tokenizer))

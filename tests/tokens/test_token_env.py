@@ -136,7 +136,8 @@ def test_reasoning_stays_in_the_tokens_and_is_not_graded(tok: Any, renderer: str
     assert reward == 1.0 and terminated  # graded "Paris", not the reasoning with it
     assert ids[-len(reply) :] == reply
     assert info["turn"].reasoning[0].text == "Maybe London? No."
-    assert env.trajectory.messages[-1]["content"].startswith("<think>\nMaybe London")
+    last = env.trajectory.messages[-1]  # the turn as the template renders it: reasoning apart
+    assert last["content"] == "Paris" and last["reasoning_content"] == "Maybe London? No."
 
 
 def test_a_cut_completion_is_closed_by_the_end_token(tok: Any, renderer: str) -> None:
@@ -328,7 +329,8 @@ def test_bad_actions_are_explained(tok: Any) -> None:
 def test_a_template_that_always_rewrites_history_gives_one_row_per_turn(tok: Any) -> None:
     """With thinking off, Qwen3's generation prompt prefills an empty ``<think>`` block that
     the template drops from history: no turn can be appended, each starts a row."""
-    env = TokenEnv(gym.make(COUNTER), tok, chat_template_kwargs={"enable_thinking": False})
+    env = TokenEnv(gym.make(COUNTER), tok, renderer="template",
+                   chat_template_kwargs={"enable_thinking": False})
     prompt, _ = env.reset(seed=0, options={"index": 0})
     assert tok.decode(prompt).endswith("<think>\n\n</think>\n\n")
     turns = [non_canonical(tok, sampled(tok, tool_call_text("increment", {"amount": 3})))
@@ -346,17 +348,24 @@ def test_a_template_that_always_rewrites_history_gives_one_row_per_turn(tok: Any
 
 def test_renderer_choices_and_their_errors(tok: Any) -> None:
     env = TokenEnv(gym.make(COUNTER), tok)
-    assert env.bridge.name == "template"  # a local tokenizer: no hub name to look up
+    # A local tokenizer: no hub name, but its chat template is Qwen3's.
+    assert env.bridge.family.name == "qwen3"
+    assert env.bridge.name == ("renderers:qwen3" if "qwen3" in RENDERERS else "template")
+    assert TokenEnv(gym.make(COUNTER), tok, renderer="template").bridge.name == "template"
     with pytest.raises(TypeError, match="renderer must be"):
         TokenEnv(gym.make(COUNTER), tok, renderer=3)
     no_template = tiny_tokenizer()
     no_template.chat_template = None
     with pytest.raises(ValueError, match="no chat_template"):
         TokenEnv(gym.make(COUNTER), no_template)
-    if "qwen3" in RENDERERS:
-        with pytest.raises(ValueError, match="set them on its config"):
+    if "qwen3" in RENDERERS:  # the template's kwargs reach the renderer, checked by it
+        env = TokenEnv(gym.make(COUNTER), tok, renderer="qwen3",
+                       chat_template_kwargs={"enable_thinking": False})
+        prompt, _ = env.reset(seed=0, options={"index": 0})
+        assert tok.decode(prompt).endswith("<think>\n\n</think>\n\n")
+        with pytest.raises(ValueError, match="not_a_template_kwarg"):
             TokenEnv(gym.make(COUNTER), tok, renderer="qwen3",
-                     chat_template_kwargs={"enable_thinking": False})
+                     chat_template_kwargs={"not_a_template_kwarg": 1})
 
 
 @pytest.mark.slow  # imports the image processor (and torch with it)

@@ -1,0 +1,96 @@
+"""Model families: how each writes its tool calls and reasoning, and how to tell them apart.
+
+A model family (Qwen3, Qwen3.5, GLM, gpt-oss, Kimi, MiniMax, Gemma, DeepSeek,
+Llama...) writes its tool calls and its reasoning in a format of its own; reading
+one family's output by another's rules trains the model against itself. A
+:class:`Family` names the ``renderers`` renderer that renders and parses the
+family's tokens (where one serves it offline) and the text parser that reads its
+raw completion text (the text path, and the token path where no renderer serves).
+:func:`detect` finds a tokenizer's family; :func:`parse_text` reads a completion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ors_gym.families._detect import Detected, detect
+from ors_gym.families._parse import AssistantParse, call_example, parse_text
+
+__all__ = [
+    "DEFAULT",
+    "FAMILIES",
+    "AssistantParse",
+    "Detected",
+    "Family",
+    "call_example",
+    "detect",
+    "family",
+    "parse_text",
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family's formats.
+
+    ``renderer``: the ``renderers`` name that renders and parses its tokens, or None
+    where none serves it (its chat template renders and ``text`` parses). ``text``: the
+    text parser's name (:func:`parse_text`), or None where only the renderer parses.
+    ``reasoning``: where its reasoning goes, as the docs say it.
+    """
+
+    name: str
+    renderer: str | None
+    text: str | None
+    reasoning: str
+
+
+def _families(*rows: tuple[str, str | None, str | None, str]) -> dict[str, Family]:
+    return {row[0]: Family(*row) for row in rows}
+
+
+#: Every family by name: the ``renderers`` names, plus the formats renderers cannot serve.
+FAMILIES: dict[str, Family] = _families(
+    ("hermes", None, "hermes", "<think> block"),
+    ("qwen3", "qwen3", "hermes", "<think> block"),
+    ("qwen3-vl", "qwen3-vl", "hermes", "<think> block"),
+    ("prime-qwen3", "prime-qwen3", "qwen3.5", "<think> block"),
+    ("qwen3.5", "qwen3.5", "qwen3.5", "<think> block"),
+    ("qwen3.6", "qwen3.6", "qwen3.5", "<think> block"),
+    ("qwen3.8", "qwen3.8", "qwen3.5", "<think> block"),
+    ("glm-4.5", "glm-4.5", "glm-4.5", "<think> block"),
+    ("glm-5", "glm-5", "glm-5", "<think> block"),
+    ("glm-5.1", "glm-5.1", "glm-5", "<think> block"),
+    ("glm-5.3", "glm-5.3", "glm-5", "<think> block"),
+    ("gpt-oss", None, "gpt-oss", "the analysis channel"),
+    ("kimi-k2", "kimi-k2", "kimi-k2", "<think> block"),
+    ("kimi-k2.5", "kimi-k2.5", "kimi-k2", "<think> block"),
+    ("minimax-m2", "minimax-m2", "minimax-m2", "<think> block"),
+    ("gemma4", "gemma4", "gemma4", "the thought channel"),
+    ("deepseek-v3", "deepseek-v3", "deepseek-v3", "none (no reasoning mode)"),
+    ("deepseek-r1", "deepseek-r1", "deepseek-v3", "<think> block"),
+    ("deepseek-v3.1", None, "deepseek-v3.1", "<think> block (closed by </think>)"),
+    ("llama-3", "llama-3", "llama-3", "none (no reasoning mode)"),
+)
+
+#: The family assumed when none can be told: Hermes-style JSON calls, ``<think>`` reasoning.
+DEFAULT = "hermes"
+
+
+def family(name: str) -> Family:
+    """The family called ``name`` (a :data:`FAMILIES` key, or any renderers name)."""
+    found = FAMILIES.get(name)
+    if found is not None:
+        return found
+    try:
+        from renderers import config_from_name
+
+        known = config_from_name(name) is not None
+    except (ImportError, ValueError, KeyError):
+        known = False
+    if known:  # a family only renderers reads: no text parser of ours
+        return Family(name, name, None, "as its renderer parses it")
+    raise ValueError(
+        f"unknown model family {name!r}: use one of {', '.join(sorted(FAMILIES))} "
+        "(or a renderers renderer name)"
+    )
