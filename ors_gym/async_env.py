@@ -33,7 +33,7 @@ from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend, SessionSpec
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
-from ors_gym.formats import as_action, tools_as
+from ors_gym.formats import as_action, parse_output, tools_as
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
 from ors_gym.settings import EnvSettings
 from ors_gym.turn import RECOVERABLE, Turn, reset_result
@@ -274,7 +274,10 @@ class AsyncOrsEnv:
                 server=self.location,
                 env_name=self.env_name,
             )
-        parsed = parse_action(as_action(action))
+        fmt = self.settings.tool_format
+        parsed = parse_action(as_action(action)) if fmt is None else parse_output(
+            action, fmt, self.tools_as
+        )
         turn = Turn(parsed, self.settings, self.tools, steps=self.steps + 1,
                     env_name=self.env_name)
         self.steps += 1

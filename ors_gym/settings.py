@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ors_gym.backends.http._options import HttpOptions, check_names, option_names
+from ors_gym.families import check_tool_format
 from ors_gym.observations import DEFAULT_MAX_PIXELS
 from ors_gym.secret import Secret, reveal
 
@@ -47,7 +48,11 @@ class EnvSettings:
       ``OPENREWARD_API_KEY`` from the environment unless ``base_url``/``api_key`` are
       given);
     - ``toolset``: a session toolset bound to every episode
-      (``openreward.toolsets.BUILTIN_TOOLSETS``, e.g. ``"codex"``).
+      (``openreward.toolsets.BUILTIN_TOOLSETS``, e.g. ``"codex"``);
+    - ``tool_format``: the model family whose raw completion text a str action is
+      (``"qwen3.5"``, ``"glm-4.5"``, ``"gpt-oss"``...: :data:`ors_gym.families.FAMILIES`),
+      read by that family's rules (its calls, its reasoning kept off the env); None reads
+      Hermes-style ``<tool_call>`` JSON and bare JSON calls.
     """
 
     split: str | None = None
@@ -64,6 +69,7 @@ class EnvSettings:
     deployment: str | None = None
     variant: str | None = None
     toolset: str | None = None
+    tool_format: str | None = None
 
     def __post_init__(self) -> None:
         if self.no_tool_call not in ("nudge", "terminate", "truncate", "error"):
@@ -102,6 +108,8 @@ class EnvSettings:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
                 raise TypeError(f"{name} must be a non-empty str or None, got {value!r}")
+        if self.tool_format is not None:
+            check_tool_format(self.tool_format)
         if self.variant is not None and self.deployment is None:
             raise ValueError(
                 f"variant={self.variant!r} needs deployment='Namespace/name'; for a plain "

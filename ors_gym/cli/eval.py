@@ -61,6 +61,12 @@ def add_parser(subparsers: Subparsers) -> None:
                         "it serves (--env-name picks one when it serves several)")
     add_env_arguments(parser)
     parser.add_argument(
+        "--tool-format", default=None, metavar="FAMILY",
+        help="read the model's reply text by this model family's rules (qwen3.5, glm-4.5, "
+        "gpt-oss, kimi-k2, minimax-m2, gemma4, deepseek-v3.1, llama-3...), for an endpoint "
+        "that returns the raw completion (default: Hermes-style <tool_call> JSON)",
+    )
+    parser.add_argument(
         "--max-errors", type=int_type("value", 0), default=None,
         help="exit 1 when more episodes than this failed outside the model (endpoint or "
         "environment unreachable...) (default: only when every episode did)",
@@ -71,17 +77,25 @@ def add_parser(subparsers: Subparsers) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ors_gym.eval import SCRIPTED, evaluate, format_summary
+    from ors_gym.families import check_tool_format
     from ors_gym.eval.summary import OUTSIDE_THE_MODEL
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
     target = resolve_target(args.env_id, args.env_url, args.env_name)
+    env_options = dict(target.options or {})
+    if args.tool_format is not None:
+        try:
+            check_tool_format(args.tool_format)
+        except (TypeError, ValueError) as exc:
+            raise UsageError(f"--tool-format: {exc}") from exc
+        env_options["tool_format"] = args.tool_format
     try:
         summary = evaluate(
             target.env_id, args.model, args.base_url, episodes=args.episodes,
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
-            temperature=args.temperature, env_options=target.options or None,
+            temperature=args.temperature, env_options=env_options or None,
             progress=not args.no_progress_bar, overwrite=args.overwrite,
         )
     except (ValueError, FileExistsError) as exc:

@@ -236,8 +236,10 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
         while True:
             step_number += 1
             reply = await chat.respond(messages, env.tools_as("openai"))
-            turn = assistant_turn(reply.message, step=step_number)
-            result = await env.step(reply.message)
+            turn = assistant_turn(reply.message, step=step_number,
+                                  tool_format=env.settings.tool_format,
+                                  tools=lambda: env.tools_as("openai"))
+            result = await env.step(turn.parsed)
             exchange = step_exchange(turn, result[4],
                                      max_calls_per_step=env.settings.max_calls_per_step)
             record.add_step(reply.message, exchange, result, reply.usage)

@@ -11,10 +11,14 @@ raw completion text (the text path, and the token path where no renderer serves)
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Any
 
 from ors_gym.families._detect import Detected, detect
 from ors_gym.families._parse import AssistantParse, call_example, parse_text
+
+logger = logging.getLogger("ors_gym")
 
 __all__ = [
     "DEFAULT",
@@ -23,9 +27,11 @@ __all__ = [
     "Detected",
     "Family",
     "call_example",
+    "check_tool_format",
     "detect",
     "family",
     "parse_text",
+    "tokenizer_family",
 ]
 
 
@@ -94,3 +100,32 @@ def family(name: str) -> Family:
         f"unknown model family {name!r}: use one of {', '.join(sorted(FAMILIES))} "
         "(or a renderers renderer name)"
     )
+
+
+def check_tool_format(name: Any) -> str:
+    """``name`` checked to be a family whose raw text can be read (its text parser's name)."""
+    if not isinstance(name, str):
+        raise TypeError(f"tool_format must be a model family name (str), got {name!r}")
+    fam = family(name)
+    if fam.text is None:
+        readable = sorted(k for k, v in FAMILIES.items() if v.text is not None)
+        raise ValueError(
+            f"tool_format={name!r}: that family's text is read only by its renderers "
+            f"renderer (at the token level: ors_gym.tokens.TokenEnv); the text path reads "
+            f"{', '.join(readable)}"
+        )
+    return fam.text
+
+
+def tokenizer_family(tokenizer: Any) -> str:
+    """The family of ``tokenizer``'s model (:func:`detect`), or the default one, said at
+    WARNING, when none can be told."""
+    found = detect(tokenizer)
+    if found.family is not None:
+        return found.family
+    logger.warning(
+        "cannot tell the model family of tokenizer %r (%s): reading its completions as "
+        "Hermes-style <tool_call> JSON calls; pass tool_format=<family> if it writes another",
+        getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__, found.how,
+    )
+    return DEFAULT

@@ -28,7 +28,13 @@ from ors_gym.formats.exchange import (
     step_exchange,
 )
 from ors_gym.formats.messages import to_ors_messages
-from ors_gym.formats.outputs import AssistantTurn, as_action, assistant_turn, call_id
+from ors_gym.formats.outputs import (
+    AssistantTurn,
+    as_action,
+    assistant_turn,
+    call_id,
+    parse_output,
+)
 from ors_gym.formats.render import MESSAGE_FORMATS, MessageFormat, render_messages
 from ors_gym.formats.tools import TOOL_FORMATS, ToolFormat, tools_as
 
@@ -47,6 +53,7 @@ __all__ = [
     "as_block",
     "assistant_turn",
     "call_id",
+    "parse_output",
     "exchange_messages",
     "render_messages",
     "step_exchange",

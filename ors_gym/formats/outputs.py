@@ -11,16 +11,17 @@ the reasoning and gives every call an id, for recording the conversation.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ors_gym.actions import ToolCall, parse_action
+from ors_gym.actions import ParsedAction, ToolCall, parse_action
 from ors_gym.errors import OrsActionError
+from ors_gym.families import check_tool_format, parse_text
 from ors_gym.formats.shapes import TEXT_TYPES, as_plain, reasoning_text
 from ors_gym.protocol import ReasoningBlock
 
-__all__ = ["AssistantTurn", "as_action", "assistant_turn", "call_id"]
+__all__ = ["AssistantTurn", "as_action", "assistant_turn", "call_id", "parse_output"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -44,6 +45,11 @@ class AssistantTurn:
     reasoning: tuple[ReasoningBlock, ...] = ()
     errors: tuple[str, ...] = ()
 
+    @property
+    def parsed(self) -> ParsedAction:
+        """The turn as the action ``OrsEnv.step`` runs as it is (no second parse)."""
+        return ParsedAction(self.tool_calls, self.text, self.errors)
+
 
 def call_id(step: int, index: int) -> str:
     """The id given to call ``index`` of step ``step`` when the model gave none."""
@@ -63,14 +69,42 @@ def as_action(output: Any) -> Any:
     return _split_output(output)[0]
 
 
-def assistant_turn(output: Any, *, step: int) -> AssistantTurn:
-    """Parse a model's output (any shape :func:`as_action` reads) as turn ``step``.
+def parse_output(
+    output: Any, tool_format: str | None = None, tools: Callable[[], Any] | None = None
+) -> ParsedAction:
+    """A model's output as tool calls: raw completion text by ``tool_format``'s family
+    rules (``tools()`` gives the schemas its parameters are typed by), else
+    :func:`~ors_gym.actions.parse_action` of :func:`as_action`."""
+    return _parse(_split_output(output)[0], tool_format, tools)[0]
+
+
+def _parse(
+    action: Any, tool_format: str | None, tools: Callable[[], Any] | None
+) -> tuple[ParsedAction, str | None]:
+    """(the parsed action, the family's reasoning) of an action as ``as_action`` gives it."""
+    if tool_format is None or not isinstance(action, str):
+        return parse_action(action), None
+    read = parse_text(check_tool_format(tool_format), action, tools() if tools else None)
+    return read.action(), read.reasoning
+
+
+def assistant_turn(
+    output: Any,
+    *,
+    step: int,
+    tool_format: str | None = None,
+    tools: Callable[[], Any] | None = None,
+) -> AssistantTurn:
+    """Parse a model's output (any shape :func:`as_action` reads) as turn ``step``;
+    raw text by ``tool_format``'s family rules (see :func:`parse_output`).
 
     Raises :class:`~ors_gym.errors.OrsActionError` for a structurally invalid
     action, as ``OrsEnv.step`` would.
     """
     action, reasoning = _split_output(output)
-    parsed = parse_action(action)
+    parsed, thought = _parse(action, tool_format, tools)
+    if thought:
+        reasoning = [*reasoning, ReasoningBlock(text=thought)]
     calls = tuple(
         ToolCall(c.name, c.arguments, c.id or call_id(step, i))
         for i, c in enumerate(parsed.tool_calls)

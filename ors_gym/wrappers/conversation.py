@@ -37,6 +37,7 @@ from ors_gym.formats import (
     step_exchange,
     tools_as,
 )
+from ors_gym.families import check_tool_format, tokenizer_family
 from ors_gym.protocol import Message, TextBlock
 
 __all__ = ["Conversation", "ConversationSpace"]
@@ -109,17 +110,41 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
     ``system`` is an optional system prompt put first. ``info["exchange"]``
     holds each step's :class:`~ors_gym.formats.StepExchange` and
     ``info["observation"]`` the wrapped env's own observation.
+
+    A model's raw completion text (a ``/v1/completions`` endpoint, a local
+    ``generate``) is read by its family's rules: ``tool_format`` names the family
+    (``"qwen3.5"``, ``"gpt-oss"``...; default: the env's own ``tool_format``), or
+    ``tokenizer`` is the model's, whose family is found from its chat template;
+    :meth:`prompt_text` then renders the conversation, tools included, as that
+    template does.
     """
 
     def __init__(
-        self, env: gym.Env[Any, Any], format: str = "openai", *, system: str | None = None
+        self,
+        env: gym.Env[Any, Any],
+        format: str = "openai",
+        *,
+        system: str | None = None,
+        tool_format: str | None = None,
+        tokenizer: Any = None,
     ) -> None:
         if format not in MESSAGE_FORMATS:
             raise ValueError(f"format={format!r}; choose one of {list(MESSAGE_FORMATS)}")
-        gym.utils.RecordConstructorArgs.__init__(self, format=format, system=system)
+        gym.utils.RecordConstructorArgs.__init__(
+            self, format=format, system=system, tool_format=tool_format, tokenizer=tokenizer
+        )
         super().__init__(env)
         self.format = format
         self.system = system
+        self.tokenizer = tokenizer
+        if tool_format is None and tokenizer is not None:
+            tool_format = tokenizer_family(tokenizer)
+        if tool_format is None:
+            settings = getattr(env.unwrapped, "settings", None)
+            tool_format = getattr(settings, "tool_format", None)
+        if tool_format is not None:
+            check_tool_format(tool_format)
+        self.tool_format: str | None = tool_format
         self.observation_space = ConversationSpace(format)
         self._ors: list[Message] = []
         self._rendered: list[Any] = []
@@ -139,6 +164,23 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
         """The session's tools for the model (see :func:`~ors_gym.formats.tools_as`);
         by default in this conversation's format (JSON Schema for ``"ors"``)."""
         return tools_as(self.env.unwrapped.tools, fmt or _TOOL_FORMAT[self.format])  # type: ignore[attr-defined]
+
+    def prompt_text(self) -> str:
+        """The conversation and its tools as ``tokenizer``'s chat template renders them for
+        the model's next turn (the family's own tool prompt): a raw completion's prompt."""
+        if self.tokenizer is None:
+            raise ValueError(
+                "prompt_text() renders with the model's chat template: construct "
+                "Conversation(env, tokenizer=<the model's tokenizer>)"
+            )
+        return str(
+            self.tokenizer.apply_chat_template(
+                render_messages(self._ors, "openai"),
+                tools=self.api_tools("openai") or None,
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -170,8 +212,12 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
         if not self._ors:
             raise gym.error.ResetNeeded("call reset() before step()")
         self._steps += 1
-        turn = assistant_turn(action, step=self._steps)
-        observation, reward, terminated, truncated, info = self.env.step(turn.action)
+        turn = assistant_turn(
+            action, step=self._steps, tool_format=self.tool_format,
+            tools=lambda: self.api_tools("openai"),
+        )
+        # The calls as read here go to the env as they are: one parse per action.
+        observation, reward, terminated, truncated, info = self.env.step(turn.parsed)
         exchange: StepExchange = step_exchange(
             turn, info, max_calls_per_step=_max_calls(self.env)
         )
