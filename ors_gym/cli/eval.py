@@ -77,8 +77,8 @@ def add_parser(subparsers: Subparsers) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from ors_gym.eval import SCRIPTED, evaluate, format_summary
-    from ors_gym.families import check_tool_format
     from ors_gym.eval.summary import OUTSIDE_THE_MODEL
+    from ors_gym.families import check_tool_format
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")

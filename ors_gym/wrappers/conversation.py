@@ -27,6 +27,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from ors_gym.families import check_tool_format, tokenizer_family
 from ors_gym.formats import (
     MESSAGE_FORMATS,
     StepExchange,
@@ -37,7 +38,6 @@ from ors_gym.formats import (
     step_exchange,
     tools_as,
 )
-from ors_gym.families import check_tool_format, tokenizer_family
 from ors_gym.protocol import Message, TextBlock
 
 __all__ = ["Conversation", "ConversationSpace"]
