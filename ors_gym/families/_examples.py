@@ -9,6 +9,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ors_gym.families._markers import family_name
+
 _DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
 _DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
 _DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
@@ -47,8 +49,6 @@ def _sorted(arguments: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 def call_example(family: str, name: str, arguments: Mapping[str, Any]) -> str:
     """One call to ``name`` with ``arguments``, written as ``family`` writes it."""
-    from ors_gym.families._parse import family_name
-
     family = family_name(family)
     args = dict(arguments)
     if family == "hermes":

@@ -148,6 +148,33 @@ SPECS: dict[str, FamilySpec] = {
 }  # fmt: skip
 
 
+# Other names of the same wire formats (renderers' config names among them).
+ALIASES: dict[str, str] = {
+    "qwen3": "hermes",
+    "qwen2.5": "hermes",
+    "qwen3-vl": "hermes",
+    "qwen3.6": "qwen3.5",
+    "qwen3-coder": "qwen3.5",
+    "prime-qwen3": "qwen3.5",
+    "glm-4.7": "glm-4.5",
+    "glm-5.1": "glm-5",
+    "deepseek-r1": "deepseek-v3",
+    "llama-3.1": "llama-3",
+    "llama-3.2": "llama-3",
+}
+
+
+def family_name(family: str) -> str:
+    """The family ``family`` names (an alias resolved); ValueError if unknown."""
+    name = ALIASES.get(family, family)
+    if name not in SPECS:
+        raise ValueError(
+            f"unknown tool-call family {family!r}; known families: {', '.join(SPECS)} "
+            f"(or the aliases {', '.join(sorted(ALIASES))})"
+        )
+    return name
+
+
 def cut_at_stop(family: str, text: str) -> str:
     """``text`` up to the family's first end-of-turn token."""
     for stop in SPECS[family].stops:

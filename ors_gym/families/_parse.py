@@ -18,37 +18,21 @@ from typing import Any
 
 from ors_gym.actions import ParsedAction, ToolCall, parse_action
 from ors_gym.families._examples import call_example, example_call
-from ors_gym.families._markers import SPECS, cut_at_stop
+from ors_gym.families._markers import ALIASES, SPECS, cut_at_stop, family_name
 from ors_gym.families._native import Attempt, Reply, parse_deepseek_v31, parse_llama3
 
 __all__ = [
+    "ALIASES",
     "TEXT_FAMILIES",
     "AssistantParse",
     "call_example",
+    "family_name",
     "from_parsed_response",
     "parse_text",
 ]
 
 TEXT_FAMILIES: tuple[str, ...] = tuple(SPECS)
 
-# Other names of the same wire formats (renderers' config names among them).
-ALIASES: dict[str, str] = {
-    "qwen3": "hermes",
-    "qwen2.5": "hermes",
-    "qwen3-vl": "hermes",
-    "qwen3.6": "qwen3.5",
-    "qwen3-coder": "qwen3.5",
-    "prime-qwen3": "qwen3.5",
-    "glm-4.7": "glm-4.5",
-    "glm-5.1": "glm-5",
-    "deepseek-r1": "deepseek-v3",
-    "llama-3.1": "llama-3",
-    "llama-3.2": "llama-3",
-}
-
-_RENDERERS_FAMILIES = frozenset(
-    {"qwen3.5", "glm-4.5", "glm-5", "kimi-k2", "minimax-m2", "gemma4", "deepseek-v3"}
-)
 _XML_FAMILIES = frozenset({"qwen3.5", "glm-4.5", "glm-5", "minimax-m2"})  # values are text
 
 
@@ -64,17 +48,6 @@ class AssistantParse:
     def action(self) -> ParsedAction:
         """The turn as the env's action: its calls, message and errors."""
         return ParsedAction(self.tool_calls, self.content, self.errors)
-
-
-def family_name(family: str) -> str:
-    """The family ``family`` names (an alias resolved); ValueError if unknown."""
-    name = ALIASES.get(family, family)
-    if name not in SPECS:
-        raise ValueError(
-            f"unknown tool-call family {family!r}; known families: {', '.join(TEXT_FAMILIES)} "
-            f"(or the aliases {', '.join(sorted(ALIASES))})"
-        )
-    return name
 
 
 def parse_text(
