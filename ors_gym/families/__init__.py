@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.families._detect import Detected, detect
-from ors_gym.families._parse import AssistantParse, call_example, parse_text
+from ors_gym.families._parse import (
+    AssistantParse,
+    call_example,
+    from_parsed_response,
+    parse_text,
+)
 
 logger = logging.getLogger("ors_gym")
 
@@ -30,6 +35,7 @@ __all__ = [
     "check_tool_format",
     "detect",
     "family",
+    "from_parsed_response",
     "parse_text",
     "tokenizer_family",
 ]

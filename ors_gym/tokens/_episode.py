@@ -141,7 +141,7 @@ class Episode:
                 f"the episode has ended ({traj.stop_reason}); call reset() to start another"
             )
         ids, logprobs = read_action(action, self.vocab_size)
-        parsed = self.bridge.parse(ids, traj.tools)
+        parsed = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
         self.steps += 1
         return ids, logprobs, self._text(ids), assistant_turn(parsed, step=self.steps)
 

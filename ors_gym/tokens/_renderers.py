@@ -9,13 +9,12 @@ rules. One renderer so writes and reads a family's tokens.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsDependencyError
-from ors_gym.families import AssistantParse, Family, call_example, family
+from ors_gym.families import AssistantParse, Family, family, from_parsed_response
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -109,10 +108,15 @@ class RenderersBridge:
             return []
         return list(self.renderer.get_stop_token_ids())[:1]
 
-    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
-        """The completion read by the family's own parser (``parse_response``)."""
-        parsed = self.renderer.parse_response(list(completion), tools=tools or None)
-        return from_parsed_response(parsed, self.family)
+    def parse(
+        self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
+    ) -> AssistantParse:
+        """The completion read by the family's own parser (``parse_response``; the prompt
+        tells it whether the generation prompt opened the reasoning)."""
+        parsed = self.renderer.parse_response(
+            list(completion), tools=tools or None, prompt_ids=list(prompt)
+        )
+        return _read(parsed, self.family, tools)
 
 
 def _family_or_own(name: str) -> Family:
@@ -122,45 +126,17 @@ def _family_or_own(name: str) -> Family:
         return Family(name, name, None, "as its renderer parses it")
 
 
-def from_parsed_response(parsed: Any, fam: Family) -> AssistantParse:
-    """A renderers ``ParsedResponse`` as an :class:`AssistantParse`: the clean calls as
-    calls, each malformed one as an agent error in the family's own words."""
-    calls: list[ToolCall] = []
-    errors: list[str] = []
-    for call in parsed.tool_calls:
-        status = str(getattr(call.status, "value", call.status))
-        arguments = call.arguments
-        if isinstance(arguments, str):
-            try:
-                arguments = json.loads(arguments) if arguments.strip() else {}
-            except ValueError:
-                status = "invalid_json"
-        ok = status in ("ok", "unknown_tool")  # an unknown tool is the env's to answer
-        if ok and call.name and isinstance(arguments, dict):
-            calls.append(ToolCall(str(call.name), arguments, call.id))
-        else:
-            errors.append(_call_error(status, str(call.raw), fam))
-    reasoning = parsed.reasoning_content
-    return AssistantParse(
-        content=str(parsed.content or ""),
-        reasoning=str(reasoning) if reasoning else None,
-        tool_calls=tuple(calls),
-        errors=tuple(errors),
-    )
-
-
-_STATUS_TEXT = {
-    "invalid_json": "its arguments are not valid JSON",
-    "unclosed_block": "it was not closed",
-    "missing_name": "it names no tool",
-    "malformed_structure": "it is not in this model's tool-call format",
-}
-
-
-def _call_error(status: str, raw: str, fam: Family) -> str:
-    what = _STATUS_TEXT.get(status, status.replace("_", " "))
-    shown = raw if len(raw) <= 200 else raw[:200] + "..."
-    example = ""
+def _read(parsed: Any, fam: Family, tools: list[dict[str, Any]]) -> AssistantParse:
+    """A renderers ``ParsedResponse`` as an :class:`AssistantParse`: clean calls as calls,
+    each malformed one as an agent error in the family's own words."""
     if fam.text is not None:
-        example = " Write a call as " + call_example(fam.text, "tool_name", {"arg": "value"})
-    return f"A tool call could not be read: {what}: {shown!r}.{example}"
+        return from_parsed_response(fam.text, parsed, tools)
+    calls, errors = [], []
+    for call in parsed.tool_calls:
+        if str(call.status) == "ok" and call.name and isinstance(call.arguments, dict):
+            calls.append(ToolCall(str(call.name), call.arguments, call.id))
+        else:
+            errors.append(f"could not parse tool call ({call.status}): {str(call.raw)[:200]!r}")
+    reasoning = parsed.reasoning_content
+    return AssistantParse(str(parsed.content or ""), reasoning or None, tuple(calls),
+                          tuple(errors))

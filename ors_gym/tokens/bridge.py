@@ -60,8 +60,11 @@ class Bridge(Protocol):
         """The ids that close a completion cut before its end-of-turn token ([] if not cut)."""
         ...
 
-    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
-        """The sampled ids read as an assistant turn, by the family's own rules."""
+    def parse(
+        self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
+    ) -> AssistantParse:
+        """The sampled ids (after ``prompt``, the ids they were sampled from) read as an
+        assistant turn, by the family's own rules."""
         ...
 
 
@@ -131,11 +134,15 @@ class TemplateBridge:
             return []
         return [self.end_of_turn]
 
-    def parse(self, completion: list[int], tools: list[dict[str, Any]]) -> AssistantParse:
+    def parse(
+        self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
+    ) -> AssistantParse:
         end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
         text = str(self.tokenizer.decode(completion[:end], skip_special_tokens=False))
+        tail = str(self.tokenizer.decode(prompt[-4:], skip_special_tokens=False)).rstrip()
         assert self.family.text is not None
-        return parse_text(self.family.text, text, tools)
+        return parse_text(self.family.text, text, tools,
+                          reasoning_prefilled=tail.endswith("<think>"))
 
     # -- internals ---------------------------------------------------------------------------
     def _text(self, messages: list[Any], tools: list[dict[str, Any]], *, generation: bool) -> str:
