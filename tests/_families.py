@@ -57,24 +57,37 @@ _GLM_ADDED = (
     "<arg_value>",
     "</arg_value>",
 )
-_DS = ("begin▁of▁sentence", "end▁of▁sentence")
+_DS = ("begin\u2581of\u2581sentence", "end\u2581of\u2581sentence")
 _DS_ADDED = (
     "User",
     "Assistant",
-    "tool▁calls▁begin",
-    "tool▁calls▁end",
-    "tool▁call▁begin",
-    "tool▁call▁end",
-    "tool▁sep",
-    "tool▁outputs▁begin",
-    "tool▁outputs▁end",
-    "tool▁output▁begin",
-    "tool▁output▁end",
+    "tool\u2581calls\u2581begin",
+    "tool\u2581calls\u2581end",
+    "tool\u2581call\u2581begin",
+    "tool\u2581call\u2581end",
+    "tool\u2581sep",
+    "tool\u2581outputs\u2581begin",
+    "tool\u2581outputs\u2581end",
+    "tool\u2581output\u2581begin",
+    "tool\u2581output\u2581end",
 )
 
 
+_Prompt = tuple[tuple[dict[str, str], ...], tuple[dict[str, Any], ...]]
+
+
 def _ds(name: str) -> str:
-    return f"<｜{name}｜>"
+    return f"<\uff5c{name}\uff5c>"
+
+
+_CALLS_BEGIN, _CALLS_END = "tool\u2581calls\u2581begin", "tool\u2581calls\u2581end"
+_CALL_BEGIN, _CALL_END = "tool\u2581call\u2581begin", "tool\u2581call\u2581end"
+_SEP = "tool\u2581sep"
+
+
+def _value(v: object) -> str:
+    """An XML argument value as the templates write it: strings bare, others as JSON."""
+    return v if isinstance(v, str) else _json(v)
 
 
 @dataclass(frozen=True)
@@ -239,9 +252,9 @@ _FAMILY_LIST = (
         "trl:deepseekv3.jinja",
         tuple(_ds(n) for n in _DS),
         tuple(_ds(n) for n in _DS_ADDED),
-        eos=_ds("end▁of▁sentence"),
-        bos=_ds("begin▁of▁sentence"),
-        pad=_ds("end▁of▁sentence"),
+        eos=_ds("end\u2581of\u2581sentence"),
+        bos=_ds("begin\u2581of\u2581sentence"),
+        pad=_ds("end\u2581of\u2581sentence"),
         renderer="deepseek-v3",
         hub="deepseek-ai/DeepSeek-V3",
         string_arguments=True,
@@ -250,10 +263,10 @@ _FAMILY_LIST = (
         "deepseek-v3.1",
         "data:deepseek-v3.1.jinja",
         tuple(_ds(n) for n in _DS),
-        tuple(_ds(n) for n in _DS_ADDED) + ("<think>", "</think>"),
-        eos=_ds("end▁of▁sentence"),
-        bos=_ds("begin▁of▁sentence"),
-        pad=_ds("end▁of▁sentence"),
+        (*tuple(_ds(n) for n in _DS_ADDED), "<think>", "</think>"),
+        eos=_ds("end\u2581of\u2581sentence"),
+        bos=_ds("begin\u2581of\u2581sentence"),
+        pad=_ds("end\u2581of\u2581sentence"),
         string_arguments=True,
     ),
     Family(
@@ -304,7 +317,7 @@ def end_token(name: str, *, calls: bool = False) -> str:
     return family(name).eos
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def chat_template(name: str) -> str:
     """The family's real chat template, read from TRL's package folder or tests/data."""
     source, _, file = family(name).template.partition(":")
@@ -347,7 +360,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(
             f"\n<tool_call>{n}\n"
             + "".join(
-                f"<arg_key>{k}</arg_key>\n<arg_value>{v if isinstance(v, str) else _json(v)}</arg_value>\n"
+                f"<arg_key>{k}</arg_key>\n<arg_value>{_value(v)}</arg_value>\n"
                 for k, v in a.items()
             )
             + "</tool_call>"
@@ -357,7 +370,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(
             f"<tool_call>{n}"
             + "".join(
-                f"<arg_key>{k}</arg_key><arg_value>{v if isinstance(v, str) else _json(v)}</arg_value>"
+                f"<arg_key>{k}</arg_key><arg_value>{_value(v)}</arg_value>"
                 for k, v in a.items()
             )
             + "</tool_call>"
@@ -389,15 +402,15 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(f"<|tool_call>call:{n}{_gemma_args(a)}<tool_call|>" for n, a in calls)
     if f == "deepseek-v3":
         inner = "\n".join(
-            f"<｜tool▁call▁begin｜>function<｜tool▁sep｜>{n}\n```json\n{_json(a)}\n```<｜tool▁call▁end｜>"
+            f"{_ds(_CALL_BEGIN)}function{_ds(_SEP)}{n}\n```json\n{_json(a)}\n```{_ds(_CALL_END)}"
             for n, a in calls
         )
-        return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
+        return f"{_ds(_CALLS_BEGIN)}{inner}{_ds(_CALLS_END)}"
     if f == "deepseek-v3.1":
         inner = "".join(
-            f"<｜tool▁call▁begin｜>{n}<｜tool▁sep｜>{_json(a)}<｜tool▁call▁end｜>" for n, a in calls
+            f"{_ds(_CALL_BEGIN)}{n}{_ds(_SEP)}{_json(a)}{_ds(_CALL_END)}" for n, a in calls
         )
-        return f"<｜tool▁calls▁begin｜>{inner}<｜tool▁calls▁end｜>"
+        return f"{_ds(_CALLS_BEGIN)}{inner}{_ds(_CALLS_END)}"
     if f == "llama-3":
         if len(calls) > 1 or content:
             raise ValueError("Llama 3's template writes one call per turn, without content")
@@ -437,7 +450,9 @@ def _reasoning_text(name: str, think: str | None) -> str:
     if name == "glm-5":  # the generation prompt opened "<think>"
         return f"{think or ''}</think>"
     if name == "gpt-oss":
-        return "" if think is None else f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant"
+        if think is None:
+            return ""
+        return f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant"
     if name == "minimax-m2":  # the generation prompt opened "<think>\n"
         return f"{think or ''}\n</think>\n\n"
     if name == "gemma4":
@@ -461,14 +476,18 @@ def completion(
     reasoning = _reasoning_text(name, think)
     if name == "gpt-oss":
         if calls:
-            pre = f"<|channel|>commentary<|message|>{content}<|end|><|start|>assistant" if content else ""
+            pre = (
+                f"<|channel|>commentary<|message|>{content}<|end|><|start|>assistant"
+                if content else ""
+            )
             return f"{reasoning}{pre}{call_text(name, calls, content)}<|call|>"
         return f"{reasoning}<|channel|>final<|message|>{content}<|return|>"
     if name == "gemma4" and not calls:
         return f"{reasoning}{content}<turn|>"
     if name == "glm-4.5" and content:
         content = f"\n{content}"
-    return f"{reasoning}{content}{call_text(name, calls, content)}{end_token(name, calls=bool(calls))}"
+    end = end_token(name, calls=bool(calls))
+    return f"{reasoning}{content}{call_text(name, calls, content)}{end}"
 
 
 def assistant_message(
@@ -494,7 +513,9 @@ def assistant_message(
     return message
 
 
-def tool_message(name: str, content: str, *, call_id: str = "call_0", tool: str = "move") -> dict[str, Any]:
+def tool_message(
+    name: str, content: str, *, call_id: str = "call_0", tool: str = "move"
+) -> dict[str, Any]:
     """A tool result message for the call ``call_id`` (Kimi's ids are ``functions.NAME:i``)."""
     if name == "kimi-k2" and call_id.startswith("call_"):
         call_id = f"functions.{tool}:{call_id.removeprefix('call_')}"
@@ -513,7 +534,7 @@ _REPLIES: tuple[tuple[tuple[Call, ...], str, str | None], ...] = (
 
 
 @functools.lru_cache(maxsize=1)
-def environment_prompts() -> tuple[tuple[tuple[dict[str, str], ...], tuple[dict[str, Any], ...]], ...]:
+def environment_prompts() -> tuple[_Prompt, ...]:
     """(prompt messages, OpenAI tool specs) of the bundled environments' first tasks."""
     import gymnasium as gym
 
@@ -580,7 +601,7 @@ def _writable(name: str, calls: tuple[Call, ...], content: str, think: str | Non
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained(name: str) -> str:
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -636,7 +657,7 @@ def _load_local(name: str) -> Any:
     return AutoTokenizer.from_pretrained(_checkpoint(name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _checkpoint(name: str) -> str:
     """A folder holding the family's saved tokenizer, kept for the process (removed at exit)."""
     import atexit

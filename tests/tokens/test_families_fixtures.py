@@ -204,7 +204,7 @@ def test_template_writes_the_completions_calls(name: str, calls: Any, grid: Any)
         # Harmony lets the recipient stand before or after the channel: the model writes
         # "<|channel|>commentary to=functions.NAME", the template re-renders history with
         # "to=functions.NAME<|channel|>commentary"; the call's JSON and <|call|> are the same.
-        for n, a in calls:
+        for n, _a in calls:
             assert f" to=functions.{n}<|channel|>commentary json<|message|>" in history
         assert f"{_json_args(calls[0][1])}<|call|>" in history
         return
@@ -216,8 +216,9 @@ def test_deepseek_v3_parser_does_not_read_v3_1_calls(grid: Any) -> None:
     """V3.1 writes NAME<tool_sep>{json}; V3 wrote function<tool_sep>NAME and a json fence."""
     import renderers
 
-    prompt, tools = grid
+    _prompt, tools = grid
     tok = family_tokenizer("deepseek-v3.1")
     v3 = renderers.create_renderer(tok, renderers.config_from_name("deepseek-v3"))
     parsed = v3.parse_response(encode(tok, completion("deepseek-v3.1")), tools=tools)
-    assert [c.status.value for c in parsed.tool_calls] != ["ok"] or parsed.tool_calls[0].name != "move"
+    statuses = [c.status.value for c in parsed.tool_calls]
+    assert statuses != ["ok"] or parsed.tool_calls[0].name != "move"
