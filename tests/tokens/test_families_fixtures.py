@@ -204,20 +204,23 @@ def test_template_writes_the_completions_calls(name: str, calls: Any, grid: Any)
         # Harmony lets the recipient stand before or after the channel: the model writes
         # "<|channel|>commentary to=functions.NAME", the template re-renders history with
         # "to=functions.NAME<|channel|>commentary"; the call's JSON and <|call|> are the same.
-        for n, a in calls:
-            assert f" to=functions.{n}<|channel|>commentary json<|message|>" in history
-        assert f"{_json_args(calls[0][1])}<|call|>" in history
+        ((n, a),) = calls
+        assert f" to=functions.{n}<|channel|>commentary json<|message|>" in history
+        assert f"{_json_args(a)}<|call|>" in history
         return
     assert call_text(name, calls) in history
 
 
 @pytest.mark.skipif(not HAS_RENDERERS, reason="needs renderers (the tokens extra)")
 def test_deepseek_v3_parser_does_not_read_v3_1_calls(grid: Any) -> None:
-    """V3.1 writes NAME<tool_sep>{json}; V3 wrote function<tool_sep>NAME and a json fence."""
+    """V3.1 writes NAME<tool_sep>{json}; V3 wrote function<tool_sep>NAME and a json fence,
+    so V3's parser must not stand in for V3.1's."""
     import renderers
 
-    prompt, tools = grid
+    _, tools = grid
     tok = family_tokenizer("deepseek-v3.1")
     v3 = renderers.create_renderer(tok, renderers.config_from_name("deepseek-v3"))
     parsed = v3.parse_response(encode(tok, completion("deepseek-v3.1")), tools=tools)
-    assert [c.status.value for c in parsed.tool_calls] != ["ok"] or parsed.tool_calls[0].name != "move"
+    # Read silently wrong: an OK call named by the arguments' JSON, with no arguments.
+    [call] = parsed.tool_calls
+    assert (call.status.value, call.name, call.arguments) == ("ok", '{"direction": "down"}', {})
