@@ -19,291 +19,15 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from _family_facts import FAMILIES, Family, deepseek_marker, family, hub_name
+
 Call = tuple[str, dict[str, Any]]
+__all__ = ["FAMILIES", "Family", "family", "hub_name"]
 
 _TEMPLATES = Path(__file__).parent / "data" / "templates"
-_QWEN_SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-_QWEN_ADDED = (
-    "<tool_call>",
-    "</tool_call>",
-    "<think>",
-    "</think>",
-    "<tool_response>",
-    "</tool_response>",
-)
-_QWEN_VISION = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
-_GLM_SPECIAL = (
-    "<|endoftext|>",
-    "[gMASK]",
-    "<sop>",
-    "<|system|>",
-    "<|user|>",
-    "<|assistant|>",
-    "<|observation|>",
-)
-_GLM_ADDED = (
-    "<think>",
-    "</think>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<arg_key>",
-    "</arg_key>",
-    "<arg_value>",
-    "</arg_value>",
-)
-_DS = ("begin\u2581of\u2581sentence", "end\u2581of\u2581sentence")
-_DS_ADDED = (
-    "User",
-    "Assistant",
-    "tool\u2581calls\u2581begin",
-    "tool\u2581calls\u2581end",
-    "tool\u2581call\u2581begin",
-    "tool\u2581call\u2581end",
-    "tool\u2581sep",
-    "tool\u2581outputs\u2581begin",
-    "tool\u2581outputs\u2581end",
-    "tool\u2581output\u2581begin",
-    "tool\u2581output\u2581end",
-)
-
-
-_Prompt = tuple[tuple[dict[str, str], ...], tuple[dict[str, Any], ...]]
-
-
-def _ds(name: str) -> str:
-    return f"<\uff5c{name}\uff5c>"
-
-
-_CALLS_BEGIN, _CALLS_END = "tool\u2581calls\u2581begin", "tool\u2581calls\u2581end"
-_CALL_BEGIN, _CALL_END = "tool\u2581call\u2581begin", "tool\u2581call\u2581end"
-_SEP = "tool\u2581sep"
-
-
-def _value(v: object) -> str:
-    """An XML argument value as the templates write it: strings bare, others as JSON."""
-    return v if isinstance(v, str) else _json(v)
-
-
-@dataclass(frozen=True)
-class Family:
-    """One model family's tokenizer facts (all from the real model's tokenizer files)."""
-
-    name: str
-    template: str  # "trl:<file>" (TRL's package folder) or "data:<file>" (tests/data)
-    special: tuple[str, ...]  # added tokens with special=True
-    added: tuple[str, ...]  # added tokens with special=False
-    eos: str
-    bos: str | None = None
-    pad: str | None = None
-    renderer: str | None = None  # the renderers config name serving this family
-    hub: str | None = None  # a hub name renderers' MODEL_RENDERER_MAP maps to ``renderer``
-    string_arguments: bool = False  # the template concatenates arguments as a JSON string
-
-
-_FAMILY_LIST = (
-    Family(
-        "qwen3",
-        "trl:qwen3.jinja",
-        _QWEN_SPECIAL,
-        _QWEN_ADDED,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        renderer="qwen3",
-        hub="Qwen/Qwen3-8B",
-    ),
-    Family(
-        "qwen3.5",
-        "trl:qwen3_5_think.jinja",
-        _QWEN_SPECIAL + _QWEN_VISION,
-        _QWEN_ADDED,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        renderer="qwen3.5",
-        hub="Qwen/Qwen3.5-9B",
-    ),
-    Family(
-        "qwen3.6",
-        "trl:qwen3_6.jinja",
-        _QWEN_SPECIAL + _QWEN_VISION,
-        _QWEN_ADDED,
-        eos="<|im_end|>",
-        pad="<|endoftext|>",
-        renderer="qwen3.6",
-        hub="Qwen/Qwen3.6-35B-A3B",
-    ),
-    Family(
-        "glm-4.5",
-        "trl:glm4moe.jinja",
-        _GLM_SPECIAL,
-        _GLM_ADDED,
-        eos="<|endoftext|>",
-        pad="<|endoftext|>",
-        renderer="glm-4.5",
-        hub="zai-org/GLM-4.5-Air",
-    ),
-    Family(
-        "glm-5",
-        "data:glm-5.jinja",
-        _GLM_SPECIAL,
-        _GLM_ADDED,
-        eos="<|endoftext|>",
-        pad="<|endoftext|>",
-        renderer="glm-5",
-        hub="zai-org/GLM-4.7-Flash",
-    ),
-    Family(
-        "gpt-oss",
-        "trl:gptoss.jinja",
-        (
-            "<|startoftext|>",
-            "<|endoftext|>",
-            "<|start|>",
-            "<|channel|>",
-            "<|message|>",
-            "<|end|>",
-            "<|call|>",
-            "<|return|>",
-            "<|constrain|>",
-        ),
-        (),
-        eos="<|return|>",
-        pad="<|endoftext|>",
-        renderer="gpt-oss",
-        hub="openai/gpt-oss-20b",
-    ),
-    Family(
-        "kimi-k2",
-        "data:kimi-k2.jinja",
-        (
-            "[BOS]",
-            "[EOS]",
-            "<|im_end|>",
-            "<|im_user|>",
-            "<|im_assistant|>",
-            "<|im_system|>",
-            "<|im_middle|>",
-            "<|tool_calls_section_begin|>",
-            "<|tool_calls_section_end|>",
-            "<|tool_call_begin|>",
-            "<|tool_call_argument_begin|>",
-            "<|tool_call_end|>",
-            "<|media_start|>",
-            "<|media_content|>",
-            "<|media_end|>",
-            "<|media_pad|>",
-            "[PAD]",
-        ),
-        ("<think>", "</think>"),
-        eos="<|im_end|>",
-        bos="[BOS]",
-        pad="[PAD]",
-        renderer="kimi-k2",
-        hub="moonshotai/Kimi-K2-Instruct",
-    ),
-    Family(
-        "minimax-m2",
-        "data:minimax-m2.jinja",
-        ("]~!b[", "]~b]", "[e~["),
-        ("<think>", "</think>", "<minimax:tool_call>", "</minimax:tool_call>"),
-        eos="[e~[",
-        bos="]~!b[",
-        pad="[e~[",
-        renderer="minimax-m2",
-        hub="MiniMaxAI/MiniMax-M2",
-    ),
-    Family(
-        "gemma4",
-        "trl:gemma4_v5.jinja",
-        (
-            "<pad>",
-            "<eos>",
-            "<bos>",
-            "<|turn>",
-            "<turn|>",
-            "<|channel>",
-            "<channel|>",
-            "<|think|>",
-            "<|tool>",
-            "<tool|>",
-            "<|tool_call>",
-            "<tool_call|>",
-            "<|tool_response>",
-            "<tool_response|>",
-            '<|"|>',
-            "<|image>",
-            "<|image|>",
-            "<image|>",
-        ),
-        (),
-        eos="<turn|>",
-        bos="<bos>",
-        pad="<pad>",
-        renderer="gemma4",
-        hub="google/gemma-4-E2B-it",
-    ),
-    Family(
-        "deepseek-v3",
-        "trl:deepseekv3.jinja",
-        tuple(_ds(n) for n in _DS),
-        tuple(_ds(n) for n in _DS_ADDED),
-        eos=_ds("end\u2581of\u2581sentence"),
-        bos=_ds("begin\u2581of\u2581sentence"),
-        pad=_ds("end\u2581of\u2581sentence"),
-        renderer="deepseek-v3",
-        hub="deepseek-ai/DeepSeek-V3",
-        string_arguments=True,
-    ),
-    Family(
-        "deepseek-v3.1",
-        "data:deepseek-v3.1.jinja",
-        tuple(_ds(n) for n in _DS),
-        (*tuple(_ds(n) for n in _DS_ADDED), "<think>", "</think>"),
-        eos=_ds("end\u2581of\u2581sentence"),
-        bos=_ds("begin\u2581of\u2581sentence"),
-        pad=_ds("end\u2581of\u2581sentence"),
-        string_arguments=True,
-    ),
-    Family(
-        "llama-3",
-        "trl:llama3_2.jinja",
-        (
-            "<|begin_of_text|>",
-            "<|end_of_text|>",
-            "<|start_header_id|>",
-            "<|end_header_id|>",
-            "<|eot_id|>",
-            "<|eom_id|>",
-            "<|python_tag|>",
-            "<|finetune_right_pad_id|>",
-        ),
-        (),
-        eos="<|eot_id|>",
-        bos="<|begin_of_text|>",
-        pad="<|finetune_right_pad_id|>",
-        renderer="llama-3",
-        hub="meta-llama/Llama-3.2-1B-Instruct",
-    ),
-)
-FAMILIES: tuple[str, ...] = tuple(f.name for f in _FAMILY_LIST)
-_BY_NAME = {f.name: f for f in _FAMILY_LIST}
-
-
-def family(name: str) -> Family:
-    """The facts of family ``name`` (one of ``FAMILIES``)."""
-    if name not in _BY_NAME:
-        raise ValueError(f"unknown family {name!r}; choose one of {', '.join(FAMILIES)}")
-    return _BY_NAME[name]
-
-
-def hub_name(name: str) -> str | None:
-    """A hub name renderers maps to this family's renderer (None where it maps none)."""
-    return family(name).hub
 
 
 def end_token(name: str, *, calls: bool = False) -> str:
@@ -336,6 +60,11 @@ def _json(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, ensure_ascii=False)
 
 
+def _verbatim(value: Any) -> str:
+    """An argument value as XML-style formats write it: strings verbatim, else JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
     """The calls as the family's model writes them (after its content)."""
     f = name
@@ -351,8 +80,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         parts = []
         for n, a in calls:
             params = "".join(
-                f"<parameter={k}>\n{v if isinstance(v, str) else _json(v)}\n</parameter>\n"
-                for k, v in a.items()
+                f"<parameter={k}>\n{_verbatim(v)}\n</parameter>\n" for k, v in a.items()
             )
             parts.append(f"<tool_call>\n<function={n}>\n{params}</function>\n</tool_call>")
         return ("\n\n" if content else "") + "\n".join(parts)
@@ -360,7 +88,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(
             f"\n<tool_call>{n}\n"
             + "".join(
-                f"<arg_key>{k}</arg_key>\n<arg_value>{_value(v)}</arg_value>\n"
+                f"<arg_key>{k}</arg_key>\n<arg_value>{_verbatim(v)}</arg_value>\n"
                 for k, v in a.items()
             )
             + "</tool_call>"
@@ -370,8 +98,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(
             f"<tool_call>{n}"
             + "".join(
-                f"<arg_key>{k}</arg_key><arg_value>{_value(v)}</arg_value>"
-                for k, v in a.items()
+                f"<arg_key>{k}</arg_key><arg_value>{_verbatim(v)}</arg_value>" for k, v in a.items()
             )
             + "</tool_call>"
             for n, a in calls
@@ -390,10 +117,7 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
     if f == "minimax-m2":
         invokes = "".join(
             f'<invoke name="{n}">\n'
-            + "".join(
-                f'<parameter name="{k}">{v if isinstance(v, str) else _json(v)}</parameter>\n'
-                for k, v in a.items()
-            )
+            + "".join(f'<parameter name="{k}">{_verbatim(v)}</parameter>\n' for k, v in a.items())
             + "</invoke>\n"
             for n, a in calls
         )
@@ -402,15 +126,17 @@ def call_text(name: str, calls: tuple[Call, ...], content: str = "") -> str:
         return "".join(f"<|tool_call>call:{n}{_gemma_args(a)}<tool_call|>" for n, a in calls)
     if f == "deepseek-v3":
         inner = "\n".join(
-            f"{_ds(_CALL_BEGIN)}function{_ds(_SEP)}{n}\n```json\n{_json(a)}\n```{_ds(_CALL_END)}"
+            f"{deepseek_marker('tool▁call▁begin')}function{deepseek_marker('tool▁sep')}{n}\n```json\n{_json(a)}\n```"
+            + deepseek_marker("tool▁call▁end")
             for n, a in calls
         )
-        return f"{_ds(_CALLS_BEGIN)}{inner}{_ds(_CALLS_END)}"
+        return deepseek_marker("tool▁calls▁begin") + inner + deepseek_marker("tool▁calls▁end")
     if f == "deepseek-v3.1":
         inner = "".join(
-            f"{_ds(_CALL_BEGIN)}{n}{_ds(_SEP)}{_json(a)}{_ds(_CALL_END)}" for n, a in calls
+            f"{deepseek_marker('tool▁call▁begin')}{n}{deepseek_marker('tool▁sep')}{_json(a)}{deepseek_marker('tool▁call▁end')}"
+            for n, a in calls
         )
-        return f"{_ds(_CALLS_BEGIN)}{inner}{_ds(_CALLS_END)}"
+        return deepseek_marker("tool▁calls▁begin") + inner + deepseek_marker("tool▁calls▁end")
     if f == "llama-3":
         if len(calls) > 1 or content:
             raise ValueError("Llama 3's template writes one call per turn, without content")
@@ -450,9 +176,11 @@ def _reasoning_text(name: str, think: str | None) -> str:
     if name == "glm-5":  # the generation prompt opened "<think>"
         return f"{think or ''}</think>"
     if name == "gpt-oss":
-        if think is None:
-            return ""
-        return f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant"
+        return (
+            ""
+            if think is None
+            else f"<|channel|>analysis<|message|>{think}<|end|><|start|>assistant"
+        )
     if name == "minimax-m2":  # the generation prompt opened "<think>\n"
         return f"{think or ''}\n</think>\n\n"
     if name == "gemma4":
@@ -478,7 +206,8 @@ def completion(
         if calls:
             pre = (
                 f"<|channel|>commentary<|message|>{content}<|end|><|start|>assistant"
-                if content else ""
+                if content
+                else ""
             )
             return f"{reasoning}{pre}{call_text(name, calls, content)}<|call|>"
         return f"{reasoning}<|channel|>final<|message|>{content}<|return|>"
@@ -486,8 +215,9 @@ def completion(
         return f"{reasoning}{content}<turn|>"
     if name == "glm-4.5" and content:
         content = f"\n{content}"
-    end = end_token(name, calls=bool(calls))
-    return f"{reasoning}{content}{call_text(name, calls, content)}{end}"
+    return (
+        f"{reasoning}{content}{call_text(name, calls, content)}{end_token(name, calls=bool(calls))}"
+    )
 
 
 def assistant_message(
@@ -523,6 +253,7 @@ def tool_message(
 
 
 _ENVS = ("ors/Counter-v0", "ors/GridWorld-v0", "ors/QA-v0")
+_Prompt = tuple[tuple[dict[str, str], ...], tuple[dict[str, Any], ...]]
 _REPLIES: tuple[tuple[tuple[Call, ...], str, str | None], ...] = (
     ((("increment", {"amount": 3}),), "", "I add three."),
     ((("move", {"direction": "down"}),), "", None),

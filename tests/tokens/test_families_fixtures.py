@@ -21,6 +21,7 @@ from _families import (
     Call,
     assistant_message,
     call_text,
+    chat_template,
     completion,
     encode,
     end_token,
@@ -103,11 +104,10 @@ def test_markers_are_single_ids_and_the_folder_is_a_local_checkpoint(name: str) 
     tok = family_tokenizer(name)
     facts = family(name)
     assert os.path.isdir(tok.name_or_path)
-    for marker in (*facts.special, *facts.added):
-        assert len(encode(tok, marker)) == 1, marker
-    special = set(tok.all_special_tokens)
-    assert set(facts.special) - {"[BOS]", "[EOS]"} <= special | set(facts.special)
-    assert not set(facts.added) & special  # added, not special, as in the real tokenizer
+    decoder = tok.added_tokens_decoder
+    for marker, special in [(t, True) for t in facts.special] + [(t, False) for t in facts.added]:
+        [token_id] = encode(tok, marker)  # one id
+        assert decoder[token_id].special is special, marker  # as in the real tokenizer
     assert tok.eos_token == facts.eos and tok.bos_token == facts.bos
     hub = family_tokenizer(name, local=False)
     assert hub.name_or_path == (hub_name(name) or name)
@@ -204,21 +204,38 @@ def test_template_writes_the_completions_calls(name: str, calls: Any, grid: Any)
         # Harmony lets the recipient stand before or after the channel: the model writes
         # "<|channel|>commentary to=functions.NAME", the template re-renders history with
         # "to=functions.NAME<|channel|>commentary"; the call's JSON and <|call|> are the same.
-        for n, _a in calls:
-            assert f" to=functions.{n}<|channel|>commentary json<|message|>" in history
-        assert f"{_json_args(calls[0][1])}<|call|>" in history
+        ((n, a),) = calls
+        assert f" to=functions.{n}<|channel|>commentary json<|message|>" in history
+        assert f"{_json_args(a)}<|call|>" in history
         return
     assert call_text(name, calls) in history
 
 
 @pytest.mark.skipif(not HAS_RENDERERS, reason="needs renderers (the tokens extra)")
 def test_deepseek_v3_parser_does_not_read_v3_1_calls(grid: Any) -> None:
-    """V3.1 writes NAME<tool_sep>{json}; V3 wrote function<tool_sep>NAME and a json fence."""
+    """V3.1 writes NAME<tool_sep>{json}; V3 wrote function<tool_sep>NAME and a json fence,
+    so V3's parser must not stand in for V3.1's."""
     import renderers
 
-    _prompt, tools = grid
+    _, tools = grid
     tok = family_tokenizer("deepseek-v3.1")
     v3 = renderers.create_renderer(tok, renderers.config_from_name("deepseek-v3"))
     parsed = v3.parse_response(encode(tok, completion("deepseek-v3.1")), tools=tools)
-    statuses = [c.status.value for c in parsed.tool_calls]
-    assert statuses != ["ok"] or parsed.tool_calls[0].name != "move"
+    # Read silently wrong: an OK call named by the arguments' JSON, with no arguments.
+    [call] = parsed.tool_calls
+    assert (call.status.value, call.name, call.arguments) == ("ok", '{"direction": "down"}', {})
+
+
+@pytest.mark.parametrize("name", [n for n in FAMILIES if family(n).template.startswith("data:")])
+def test_vendored_templates_source_line_renders_nothing(name: str, grid: Any) -> None:
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    prompt, tools = grid
+    template = chat_template(name)
+    header, _, body = template.partition("\n")
+    assert header.startswith("{#- ") and header.endswith(" -#}") and "source: " in header
+    messages = _conversation(name, prompt)
+    kwargs = {"tools": tools, "add_generation_prompt": True, "bos_token": "", "eos_token": ""}
+    with_header = render_jinja_template([messages], chat_template=template, **kwargs)
+    without = render_jinja_template([messages], chat_template=body, **kwargs)
+    assert with_header == without

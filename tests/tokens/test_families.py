@@ -1,0 +1,164 @@
+"""Every model family through ``TokenEnv``, with its own completions.
+
+Each family's tokenizer is a tiny one built around its real chat template and
+special tokens (``tests/_families.py``), saved and loaded back from a folder: a
+local checkpoint, whose family ``TokenEnv`` must find from the tokenizer itself.
+Per family: a call in its own format reaches the environment as that call, a
+plain reply reaches the terminal tool, reasoning stays in the ids and out of
+the environment, the sampled ids are kept verbatim (a non-canonical split too),
+the mask is 1 exactly on them, and the observation only grows.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gymnasium as gym
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("renderers")
+
+import ors_gym  # noqa: E402,F401  (registers the ors/ ids)
+from ors_gym.tokens import TokenEnv  # noqa: E402
+from tests._families import FAMILIES, completion, encode, family_tokenizer  # noqa: E402
+from tests._tiny_lm import non_canonical  # noqa: E402
+
+COUNTER = "ors/Counter-v0"
+QA = "ors/QA-v0"
+#: The family ``TokenEnv`` reads each fixture as (renderers' name where one serves it).
+EXPECTED = {
+    "qwen3": "qwen3",
+    "qwen3.5": "qwen3.5",
+    "qwen3.6": "qwen3.6",
+    "glm-4.5": "glm-4.5",
+    "glm-5": "glm-5",
+    "gpt-oss": "gpt-oss",
+    "kimi-k2": "kimi-k2",
+    "minimax-m2": "minimax-m2",
+    "gemma4": "gemma4",
+    "deepseek-v3": "deepseek-r1",  # TRL's "deepseekv3" template is R1's (it opens <think>)
+    "deepseek-v3.1": "deepseek-v3.1",
+    "llama-3": "llama-3",
+}
+
+
+@pytest.fixture(scope="module", params=FAMILIES)
+def fam(request: pytest.FixtureRequest) -> tuple[str, Any]:
+    return request.param, family_tokenizer(request.param)
+
+
+def sampled(tok: Any, name: str, **kwargs: Any) -> list[int]:
+    return encode(tok, completion(name, **kwargs))
+
+
+def test_the_family_is_found_from_a_local_checkpoint(fam: tuple[str, Any]) -> None:
+    name, tok = fam
+    assert "/" in tok.name_or_path  # a folder, not a hub name
+    env = TokenEnv(gym.make(COUNTER), tok)
+    assert env.bridge.family.name == EXPECTED[name]
+    env.close()
+
+
+def test_a_call_reaches_the_env_as_that_call(fam: tuple[str, Any]) -> None:
+    name, tok = fam
+    env = TokenEnv(gym.make(COUNTER), tok)
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    think = None if name in ("llama-3", "kimi-k2") else "I add two."
+    turn = non_canonical(tok, sampled(tok, name, calls=(("increment", {"amount": 2}),),
+                                      think=think))
+    ids, _, terminated, _, info = env.step({"ids": turn, "logprobs": [-0.5] * len(turn)})
+    calls = info["calls"]
+    assert [(c["name"], c["input"]) for c in calls] == [("increment", {"amount": 2})]
+    assert calls[0]["ok"], calls[0]
+    assert not terminated
+    # append-only: the prompt, the sampled ids verbatim, then the env's ids
+    assert ids[: len(prompt)] == prompt
+    assert ids[len(prompt) : len(prompt) + len(turn)] == turn
+    traj = env.trajectory
+    assert len(traj.rows) == 1
+    assert traj.mask == [1] * len(turn) + [0] * (len(ids) - len(prompt) - len(turn))
+    assert traj.logprobs[: len(turn)] == [-0.5] * len(turn)
+    # the reasoning is kept in the ids, read apart, and never sent to the env
+    if think is not None:
+        assert info["turn"].reasoning and info["turn"].reasoning[0].text.strip() == think
+        assert think not in str(calls)
+    # the next turn appends again, the observation only grows
+    done = sampled(tok, name, calls=(("done", {}),))
+    more, reward, terminated, _, info = env.step(done)
+    assert more[: len(ids)] == ids and more[len(ids) : len(ids) + len(done)] == done
+    assert [c["name"] for c in info["calls"]] == ["done"] and terminated
+    assert len(env.trajectory.rows) == 1
+    env.close()
+
+
+def test_a_plain_reply_reaches_the_terminal_tool(fam: tuple[str, Any]) -> None:
+    name, tok = fam
+    env = TokenEnv(gym.make(QA), tok)
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    think = None if name in ("llama-3", "kimi-k2") else "Maybe London? No."
+    reply = sampled(tok, name, calls=(), content="Paris", think=think)
+    ids, reward, terminated, _, info = env.step(reply)
+    assert (reward, terminated) == (1.0, True)  # graded "Paris", not the reasoning with it
+    assert info["calls"][0]["input"] == {"answer": "Paris"}
+    assert ids[len(prompt) : len(prompt) + len(reply)] == reply
+    env.close()
+
+
+def test_a_malformed_call_is_an_agent_error_in_the_familys_format(
+    fam: tuple[str, Any],
+) -> None:
+    name, tok = fam
+    if name in ("qwen3", "llama-3", "deepseek-v3", "deepseek-v3.1", "kimi-k2", "gpt-oss"):
+        broken = completion(name, calls=(("increment", {"amount": 2}),)).replace("2", "2,", 1)
+    else:  # an XML-ish family: a call without its closing marker
+        good = completion(name, calls=(("increment", {"amount": 2}),))
+        broken = good[: good.rindex("amount") + 6]
+    env = TokenEnv(gym.make(COUNTER), tok)
+    env.reset(seed=0, options={"index": 0})
+    _, _, terminated, _, info = env.step(encode(tok, broken))
+    assert not info["calls"] and not terminated
+    assert info["error_reason"] == "parse_error"
+    note = info["observation"]["text"]
+    assert "Write a call as" in note
+    if name not in ("qwen3", "llama-3", "deepseek-v3", "deepseek-v3.1", "kimi-k2", "gpt-oss"):
+        assert '"arguments"' not in note  # never told to abandon its own format for JSON
+    env.close()
+
+
+def test_an_unknown_template_is_read_hermes_style_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tok = family_tokenizer("qwen3")
+    tok.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        for _ in range(2):
+            TokenEnv(gym.make(COUNTER), tok).close()
+    said = [r.getMessage() for r in caplog.records if "model family" in r.getMessage()]
+    assert len(said) == 1 and "renderer=" in said[0] and "Hermes" in said[0]
+
+
+def test_a_renderer_for_another_family_is_said(caplog: pytest.LogCaptureFixture) -> None:
+    tok = family_tokenizer("glm-4.5")
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        env = TokenEnv(gym.make(COUNTER), tok, renderer="qwen3.5")
+    assert env.bridge.family.name == "qwen3.5"
+    assert any("looks like glm-4.5" in r.getMessage() for r in caplog.records)
+    env.close()
+
+
+@pytest.mark.parametrize("name", ["qwen3.5", "glm-4.5"])
+def test_enable_thinking_false_reaches_a_hub_tokenizers_renderer(name: str) -> None:
+    tok = family_tokenizer(name, local=False)
+    env = TokenEnv(gym.make(COUNTER), tok, chat_template_kwargs={"enable_thinking": False})
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    expected = tok.apply_chat_template(
+        env.trajectory.messages, tools=env.trajectory.tools, tokenize=False,
+        add_generation_prompt=True, enable_thinking=False,
+    )
+    assert tok.decode(prompt) == expected
+    env.close()
