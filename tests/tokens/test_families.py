@@ -20,10 +20,10 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("renderers")
 
-import ors_gym  # noqa: E402,F401  (registers the ors/ ids)
-from ors_gym.tokens import TokenEnv  # noqa: E402
-from tests._families import FAMILIES, completion, encode, family_tokenizer  # noqa: E402
-from tests._tiny_lm import non_canonical  # noqa: E402
+import ors_gym  # noqa: F401  (registers the ors/ ids)
+from ors_gym.tokens import TokenEnv
+from tests._families import FAMILIES, completion, encode, family_tokenizer
+from tests._tiny_lm import non_canonical
 
 COUNTER = "ors/Counter-v0"
 QA = "ors/QA-v0"
@@ -86,7 +86,7 @@ def test_a_call_reaches_the_env_as_that_call(fam: tuple[str, Any]) -> None:
         assert think not in str(calls)
     # the next turn appends again, the observation only grows
     done = sampled(tok, name, calls=(("done", {}),))
-    more, reward, terminated, _, info = env.step(done)
+    more, _reward, terminated, _, info = env.step(done)
     assert more[: len(ids)] == ids and more[len(ids) : len(ids) + len(done)] == done
     assert [c["name"] for c in info["calls"]] == ["done"] and terminated
     assert len(env.trajectory.rows) == 1
