@@ -48,16 +48,23 @@ class Family:
     ``renderer``: the ``renderers`` name that renders and parses its tokens, or None
     where none serves it (its chat template renders and ``text`` parses). ``text``: the
     text parser's name (:func:`parse_text`), or None where only the renderer parses.
-    ``reasoning``: where its reasoning goes, as the docs say it.
+    ``reasoning``: where its reasoning goes, as the docs say it. ``reasoning_field`` and
+    ``string_arguments``: how its chat template reads an assistant turn (the field that
+    holds the reasoning; call arguments as a JSON string rather than an object).
+    ``read_text``: its completions are read by the text parser even where its renderer
+    serves (Llama 3: the renderer takes a broken JSON call for a plain reply).
     """
 
     name: str
     renderer: str | None
     text: str | None
     reasoning: str
+    reasoning_field: str = "reasoning_content"
+    string_arguments: bool = False
+    read_text: bool = False
 
 
-def _families(*rows: tuple[str, str | None, str | None, str]) -> dict[str, Family]:
+def _families(*rows: tuple[Any, ...]) -> dict[str, Family]:
     return {row[0]: Family(*row) for row in rows}
 
 
@@ -74,15 +81,18 @@ FAMILIES: dict[str, Family] = _families(
     ("glm-5", "glm-5", "glm-5", "<think> block"),
     ("glm-5.1", "glm-5.1", "glm-5", "<think> block"),
     ("glm-5.3", "glm-5.3", "glm-5", "<think> block"),
-    ("gpt-oss", None, "gpt-oss", "the analysis channel"),
+    ("gpt-oss", "gpt-oss", "gpt-oss", "the analysis channel", "thinking"),
     ("kimi-k2", "kimi-k2", "kimi-k2", "<think> block"),
     ("kimi-k2.5", "kimi-k2.5", "kimi-k2", "<think> block"),
     ("minimax-m2", "minimax-m2", "minimax-m2", "<think> block"),
     ("gemma4", "gemma4", "gemma4", "the thought channel"),
-    ("deepseek-v3", "deepseek-v3", "deepseek-v3", "none (no reasoning mode)"),
-    ("deepseek-r1", "deepseek-r1", "deepseek-v3", "<think> block"),
-    ("deepseek-v3.1", None, "deepseek-v3.1", "<think> block (closed by </think>)"),
-    ("llama-3", "llama-3", "llama-3", "none (no reasoning mode)"),
+    ("deepseek-v3", "deepseek-v3", "deepseek-v3", "none (no reasoning mode)",
+     "reasoning_content", True),
+    ("deepseek-r1", "deepseek-r1", "deepseek-v3", "<think> block", "reasoning_content", True),
+    ("deepseek-v3.1", None, "deepseek-v3.1", "<think> block (closed by </think>)",
+     "reasoning_content", True),
+    ("llama-3", "llama-3", "llama-3", "none (no reasoning mode)", "reasoning_content", False,
+     True),
 )
 
 #: The family assumed when none can be told: Hermes-style JSON calls, ``<think>`` reasoning.

@@ -233,9 +233,11 @@ def _problem(
         return f"the call names no tool ({_MISSING_NAME.get(family, 'no tool name')})"
     if status == "malformed_structure":
         return _MALFORMED.get(family, f"the {spec.call_open} block is not a call")
-    if status == "unknown_tool":
+    if status == "unknown_tool" and not isinstance(attempt.arguments, dict):
         known = ", ".join(sorted(_tool_names(tools))) or "none"
         return f"there is no tool named {name!r} (the tools are: {known})"
+    # A tool the list does not show is still the environment's to answer: an ORS terminal
+    # tool is hidden from the list, and the environment names unknown tools itself.
     if family in _XML_FAMILIES and isinstance(attempt.arguments, dict):
         return _untyped_value(name, attempt.arguments, tools)
     if status == "invalid_json":

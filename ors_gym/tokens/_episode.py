@@ -7,12 +7,13 @@ environment's reply turned into chat messages and bridged into ids after it.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.actions import ToolCall
-from ors_gym.families import DEFAULT, AssistantParse
+from ors_gym.families import DEFAULT, AssistantParse, Family
 from ors_gym.formats import (
     AssistantTurn,
     StepExchange,
@@ -174,10 +175,10 @@ class Episode:
         traj.rewards.append(float(reward))
         traj.logprobs_given = traj.logprobs_given and logprobs is not None
         # A known family's template renders the turn's fields; an unknown one gets the text.
-        known = self.bridge.family.name != DEFAULT
-        traj.messages.append(
-            assistant_message(turn) if known else {"role": "assistant", "content": text}
-        )
+        fam = self.bridge.family
+        message = (assistant_message(turn, fam) if fam.name != DEFAULT
+                   else {"role": "assistant", "content": text})
+        traj.messages.append(message)
         traj.images += _images(observation)
         terminated, truncated = bool(terminated), bool(truncated)
         stop = None
@@ -188,7 +189,7 @@ class Episode:
         if stop is not None:  # the model reads no more: only close its turn
             row._add(self.bridge.close(ids), sampled=False)
         else:
-            added = self.bridge.extend(previous, ids, new, traj.tools)
+            added = self.bridge.extend(previous, ids, new, traj.tools, turn=message)
             if added is None:  # not provably append-only: a new row from the conversation
                 row._add(self.bridge.close(ids), sampled=False)
                 traj.messages += new
@@ -238,15 +239,17 @@ def assistant_turn(parsed: AssistantParse, *, step: int) -> AssistantTurn:
     return AssistantTurn(action, parsed.content, calls, reasoning, parsed.errors)
 
 
-def assistant_message(turn: AssistantTurn) -> dict[str, Any]:
-    """The turn as the chat message a template renders (content, reasoning, calls)."""
+def assistant_message(turn: AssistantTurn, fam: Family) -> dict[str, Any]:
+    """The turn as the chat message the family's template renders (content, reasoning in
+    the template's field, calls with their arguments as the template reads them)."""
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.reasoning:
-        message["reasoning_content"] = "\n".join(b.text for b in turn.reasoning)
+        message[fam.reasoning_field] = "\n".join(b.text for b in turn.reasoning)
     if turn.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": c.arguments}}
+             "function": {"name": c.name, "arguments": (
+                 json.dumps(c.arguments) if fam.string_arguments else c.arguments)}}
             for c in turn.tool_calls
         ]
     return message

@@ -14,7 +14,13 @@ from typing import Any
 
 from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsDependencyError
-from ors_gym.families import AssistantParse, Family, family, from_parsed_response
+from ors_gym.families import (
+    AssistantParse,
+    Family,
+    family,
+    from_parsed_response,
+    parse_text,
+)
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -43,6 +49,7 @@ class RenderersBridge:
         renderer: Any,
         chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        self.tokenizer = tokenizer
         lib = renderers_lib()
         kwargs = dict(chat_template_kwargs or {})
         if isinstance(renderer, str):
@@ -87,6 +94,7 @@ class RenderersBridge:
         completion: list[int],
         new_messages: Sequence[Mapping[str, Any]],
         tools: list[dict[str, Any]],
+        turn: Mapping[str, Any] | None = None,
     ) -> list[int] | None:
         kwargs: dict[str, Any] = {"tools": tools or None}
         if self.multimodal:
@@ -113,10 +121,15 @@ class RenderersBridge:
     ) -> AssistantParse:
         """The completion read by the family's own parser (``parse_response``; the prompt
         tells it whether the generation prompt opened the reasoning)."""
+        fam = self.family
+        if fam.read_text and fam.text is not None:
+            end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
+            text = self.tokenizer.decode(completion[:end], skip_special_tokens=False)
+            return parse_text(fam.text, str(text), tools)
         parsed = self.renderer.parse_response(
             list(completion), tools=tools or None, prompt_ids=list(prompt)
         )
-        return _read(parsed, self.family, tools)
+        return _read(parsed, fam, tools)
 
 
 def _family_or_own(name: str) -> Family:

@@ -51,9 +51,11 @@ class Bridge(Protocol):
         completion: list[int],
         new_messages: Sequence[Mapping[str, Any]],
         tools: list[dict[str, Any]],
+        turn: Mapping[str, Any] | None = None,
     ) -> list[int] | None:
         """The ids to append after ``previous + completion``: closing tokens, the new
-        messages, the next generation prompt; None when not provably append-only."""
+        messages, the next generation prompt; None when not provably append-only.
+        ``turn`` is the sampled turn as a chat message, as the family's parser read it."""
         ...
 
     def close(self, completion: list[int]) -> list[int]:
@@ -113,7 +115,10 @@ class TemplateBridge:
         completion: list[int],
         new_messages: Sequence[Mapping[str, Any]],
         tools: list[dict[str, Any]],
+        turn: Mapping[str, Any] | None = None,
     ) -> list[int] | None:
+        if turn is not None and self._ends is not None:
+            return self._extend_after(turn, completion, new_messages, tools, self._ends)
         fixed = self._fixed_part(tools)
         if fixed is None:
             return None
@@ -133,6 +138,29 @@ class TemplateBridge:
         if completion and completion[-1] in self.stops:
             return []
         return [self.end_of_turn]
+
+    def _extend_after(
+        self,
+        turn: Mapping[str, Any],
+        completion: list[int],
+        new_messages: Sequence[Mapping[str, Any]],
+        tools: list[dict[str, Any]],
+        ends: _Ends,
+    ) -> list[int] | None:
+        """For a family whose turns end in tokens of their own (harmony's ``<|call|>``):
+        the template renders the sampled turn itself as history, with and without the new
+        messages; what follows the turn's last end token is appended."""
+        history = [_DUMMY_USER, dict(turn)]
+        try:
+            head = self._text(history, tools, generation=False)
+            whole = self._text([*history, *new_messages], tools, generation=True)
+        except Exception:  # a template that refuses this history: a new row instead
+            return None
+        cut = max((head.rfind(end) + len(end) for end in ends.history if end in head),
+                  default=-1)
+        if cut < 0 or not whole.startswith(head[:cut]):
+            return None
+        return [*self.close(completion), *self._encode(whole[cut:])]
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
@@ -166,24 +194,26 @@ class TemplateBridge:
 
     def _read_end_of_turn(self) -> tuple[int, frozenset[int]]:
         """The end-of-turn id: the first special token after the fixed assistant turn's text."""
+        eos = getattr(self.tokenizer, "eos_token_id", None)
+        ends = self._ends
+        if ends is not None:  # the family says how its turns end
+            ids = self.tokenizer.convert_tokens_to_ids
+            stops = {ids(t) for t in ends.stops} | ({eos} if isinstance(eos, int) else set())
+            return ids(ends.close), frozenset(stops)
         special = _special_ids(self.tokenizer)
         head = self._probe([_DUMMY_USER], generation=True)
         whole = self._probe([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], generation=False)
-        extra = {self.tokenizer.convert_tokens_to_ids(t) for t in self.family_stops}
-        eos = getattr(self.tokenizer, "eos_token_id", None)
-        extra |= {eos} if isinstance(eos, int) else set()
         for tid in whole[len(head) :]:
             if tid in special:
-                return tid, frozenset({tid} | extra)
+                return tid, frozenset({tid} | ({eos} if isinstance(eos, int) else set()))
         raise ValueError(
             "cannot find the chat template's end-of-turn token (no special token follows an "
             "assistant turn): pass renderer=<a renderers name or config> instead"
         )
 
     @property
-    def family_stops(self) -> tuple[str, ...]:
-        """The tokens that end a sampled turn in this family, besides the template's own."""
-        return _TURN_ENDS.get(self.family.name, ())
+    def _ends(self) -> _Ends | None:
+        return _FAMILY_ENDS.get(self.family.name)
 
     def _probe(self, messages: list[Any], *, generation: bool) -> list[int]:
         """The probe conversation's ids; a template that refuses it (some raise on a tool
@@ -252,9 +282,25 @@ class _Fixed:
     split_ok: bool
 
 
-#: Tokens that end a sampled turn where the template's end-of-message token does not
-#: (harmony ends a message with <|end|> but a turn with <|call|> or <|return|>).
-_TURN_ENDS: dict[str, tuple[str, ...]] = {"gpt-oss": ("<|call|>", "<|return|>")}
+@dataclass(frozen=True)
+class _Ends:
+    """How a family's turns end: the tokens sampling stops on, the tokens its template
+    ends a turn with in history, and the token that closes a cut completion."""
+
+    stops: tuple[str, ...]
+    history: tuple[str, ...]
+    close: str
+
+
+_EOS_DEEPSEEK = "<\uff5cend\u2581of\u2581sentence\uff5c>"
+#: Families whose turns end in tokens of their own, not at the template's first special
+#: token after a turn's text (harmony ends a message with <|end|>, a turn with <|call|>
+#: or <|return|>, and writes <|channel|> inside a turn).
+_FAMILY_ENDS: dict[str, _Ends] = {
+    "gpt-oss": _Ends(("<|call|>", "<|return|>"), ("<|call|>", "<|return|>", "<|end|>"),
+                     "<|end|>"),
+    "deepseek-v3.1": _Ends((_EOS_DEEPSEEK,), (_EOS_DEEPSEEK,), _EOS_DEEPSEEK),
+}
 
 
 def _text_family(name: str) -> Family:
