@@ -184,3 +184,23 @@ def test_enable_thinking_false_reaches_a_hub_tokenizers_renderer(name: str) -> N
     )
     assert tok.decode(prompt) == expected
     env.close()
+
+
+#: Families whose chat template renders an episode's messages back to exactly its ids (the
+#: others rewrite a turn in history: GLM-5 drops an empty think block, gpt-oss writes the
+#: recipient before the channel, Llama 3.2 writes today's date; R1 starts rows).
+CANONICAL = ("qwen3", "qwen3.5", "qwen3.6", "glm-4.5", "gemma4", "deepseek-v3.1")
+
+
+@pytest.mark.parametrize("name", CANONICAL)
+def test_the_ids_are_the_templates_own_rendering(name: str) -> None:
+    tok = family_tokenizer(name)
+    env = TokenEnv(gym.make(COUNTER), tok)
+    env.reset(seed=0, options={"index": 0})
+    ids, *_ = env.step(verbatim(tok, sampled(tok, name, calls=(("increment", {"amount": 2}),))))
+    traj = env.trajectory
+    text = tok.apply_chat_template(traj.messages, tools=traj.tools, tokenize=False,
+                                   add_generation_prompt=True)
+    assert tok.decode(ids) == text  # the same text; the ids themselves as sampled
+    assert encode(tok, text) != ids  # the split was not canonical: no re-encoding here
+    env.close()
