@@ -39,8 +39,7 @@ HEARTBEAT_S = 45.0
 DRAIN_S = 0.25
 #: ... and for at most this many more bytes.
 DRAIN_LIMIT = 64 * 1024
-#: The headers of the response httpx-sse reads: the bytes it gets are already
-#: decoded, and SSE is UTF-8 whatever charset the server named.
+#: The headers of the response httpx-sse reads (the bytes it gets are already decoded).
 _SSE_HEADERS = [(b"content-type", b"text/event-stream")]
 
 
@@ -81,8 +80,9 @@ class StreamAssembler:
         """
         guarded = _Guarded(self, BodyDecoder(content_encoding, max_bytes=self.max_bytes,
                                              what=self.what, where=self.where), pieces)
-        events = EventSource(httpx.Response(200, headers=_SSE_HEADERS, stream=guarded))
-        stream = events.aiter_sse()
+        response = httpx.Response(200, headers=_SSE_HEADERS, stream=guarded)
+        response.encoding = "utf-8"  # as SSE is; httpx need not look for a charset
+        stream = EventSource(response).aiter_sse()
         async for event in stream:
             if self.feed(event.event, event.data):
                 break
@@ -100,7 +100,7 @@ class StreamAssembler:
         if event == "task_id":
             self.task_id = data.strip()
         elif event in ("chunk", "end"):
-            self._size += len(data.encode("utf-8"))
+            self._size += len(data) if data.isascii() else len(data.encode("utf-8"))
             if self._size > self.max_bytes:
                 raise too_big(self.what, self.max_bytes, self.where)
             self._parts.append(data)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ors_gym.backends.http import AsyncHttpBackend
 from ors_gym.backends.http._sse import DRAIN_LIMIT
-from ors_gym.protocol import RunToolSuccess
+from ors_gym.protocol import RunToolSuccess, TextBlock
 from tests._fault_servers import UvicornThread
 
 RESULT = {"ok": True, "output": {"blocks": [{"type": "text", "text": "hi"}]}}
@@ -95,7 +95,7 @@ def test_the_drain_after_end_is_bounded_and_a_held_connection_is_not_reused() ->
                 await backend.aclose()
 
         results = asyncio.run(main())
-        assert all(isinstance(r, RunToolSuccess) and r.output.blocks[0].text == "hi"
+        assert all(isinstance(r, RunToolSuccess) and r.output.blocks == [TextBlock(text="hi")]
                    for r in results)
         for _ in range(3):  # both held streams and the flood: the client hung up on each
             assert app.gone.acquire(timeout=BOUND_S)
