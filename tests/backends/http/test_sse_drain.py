@@ -7,6 +7,7 @@ client goes (as a front door that holds streams open might), ``flood`` sends
 more than ``DRAIN_LIMIT`` bytes of pings at once, then holds it open too. The
 call must return its result at once in every case; a held stream's connection
 is closed, never reused, and a closed stream's connection serves the next call.
+Whatever happens to the stream after ``end`` (cut, past the size cap), the result stands.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import asyncio
 import contextlib
 import json
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
+
 from ors_gym.backends.http import AsyncHttpBackend
-from ors_gym.backends.http._sse import DRAIN_LIMIT
+from ors_gym.backends.http._settings import Where
+from ors_gym.backends.http._sse import DRAIN_LIMIT, StreamAssembler
 from ors_gym.protocol import RunToolSuccess, TextBlock
 from tests._fault_servers import UvicornThread
 
@@ -103,3 +108,21 @@ def test_the_drain_after_end_is_bounded_and_a_held_connection_is_not_reused() ->
     assert envs == ("closed", "closed", "held", "held", "flood", "closed")
     assert ports[0] == ports[1] == ports[2]  # a stream that ended leaves its connection reusable
     assert len(set(ports[2:])) == 4  # a held one does not: each later call came on a new one
+
+
+def test_nothing_after_the_answer_fails_the_call() -> None:
+    """A stream cut, or running past the size cap, once ``end`` is in: the result stands."""
+    async def cut() -> AsyncIterator[bytes]:
+        yield ANSWER
+        raise httpx.ReadError("connection reset")
+
+    async def chatty() -> AsyncIterator[bytes]:
+        yield ANSWER
+        while True:
+            yield PING * 100
+
+    for pieces in (cut(), chatty()):
+        sink = StreamAssembler(max_bytes=len(ANSWER) + 100, what="call",
+                               where=Where(server="http://x"))
+        asyncio.run(sink.read(pieces))
+        assert sink.done and sink.error is None and sink.result() == RESULT
