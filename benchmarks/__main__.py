@@ -26,7 +26,8 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
-NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens")
+NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens",
+         "sse")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -44,6 +45,7 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
                   "default": {"rounds": 3}, "full": {}},
         "trl": {"quick": {"rounds": 3}, "default": {}, "full": {}},
         "tokens": {"quick": {"rounds": 5}, "default": {}, "full": {}},
+        "sse": {"quick": {"rounds": 3}, "default": {}, "full": {}},
     }
     return table[name][mode]
 
@@ -131,6 +133,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "scale": ("benchmarks.bench_scale", _summary_scale),
     "trl": ("benchmarks.bench_trl", _same),
     "tokens": ("benchmarks.bench_tokens", _same),
+    "sse": ("benchmarks.bench_sse", _same),
 }
 
 

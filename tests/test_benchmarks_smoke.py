@@ -183,3 +183,15 @@ def test_tokens_rows_compare_each_bridge_with_the_rerender_baseline() -> None:
         kinds = [(r["kind"], r["turn"]) for r in rows if r["bridge"] == bridge]
         assert kinds == [("flat", 3), ("rerender", 2), ("env", 2), ("rerender", 3), ("env", 3)]
     assert len(bench_tokens.verdicts(rows)) == 2 * len(bridges)
+
+
+def test_sse_rows_compare_httpx_sse_with_the_old_parser() -> None:
+    from benchmarks import bench_sse
+
+    rows = bench_sse.run(rounds=1, batch_ms=1.0, sizes=(100, 10_000))
+    _check_rows(rows, "sse")
+    assert [r["case"] for r in rows] == ["100 B data line", "10 kB data line",
+                                         "OrsEnv.step (HTTP) client CPU", "OrsEnv.step (HTTP) wall"]
+    assert rows[1]["x_line"] == 100.0 and rows[1]["x_prev_new"] > 0 and rows[1]["x_prev_old"] > 0
+    assert all(r["baseline_name"] == bench_sse.OLD for r in rows)
+    assert "x prev new" in bench_sse.format_table(rows).splitlines()[0]

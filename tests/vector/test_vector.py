@@ -656,18 +656,6 @@ def test_async_backend_matches_the_sync_one(srv: ServerThread) -> None:
 # -- the sans-IO wire pieces both HTTP transports use --------------------------------------------
 
 
-def test_sse_parser_follows_the_standard() -> None:
-    from ors_gym.backends.http._sse import SSEParser
-
-    wire = (b"event: task_id\r\ndata: 42\r\n\r\n: ping\r\n\r\nevent: chunk\rdata:  two spaces"
-            b"\r\n\r\nevent: end\ndata: a\ndata:b\n\ndata: plain\r\n\r\n")
-    whole = SSEParser().feed(wire)
-    assert whole == [("task_id", "42"), ("chunk", " two spaces"), ("end", "a\nb"),
-                     ("message", "plain")]
-    byte_by_byte = SSEParser()  # CRLF split across pieces is one line end, not two
-    assert [e for i in range(len(wire)) for e in byte_by_byte.feed(wire[i:i + 1])] == whole
-
-
 def test_body_decoder_caps_while_inflating() -> None:
     import gzip
     import zlib

@@ -8,7 +8,7 @@ modules, in reading order:
   force, the server and the credentials; ``_codec``: headers, JSON, answer
   bodies (gzip undone within the size cap), statuses as errors;
 - ``_retry``: what is retried and after how long; ``_sse``: an SSE answer
-  parsed and reassembled; ``_steps``: what an operation asks the driver to do;
+  parsed by httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do;
 - ``_exchange``: one request or tool call, redirected, retried or resumed;
   ``_ops``: every ORS endpoint as an operation;
 - ``_httpx``: httpx timeouts and failures for a step; ``_aio``: httpcore's

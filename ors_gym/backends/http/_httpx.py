@@ -1,15 +1,12 @@
-"""What the driver needs from httpx: timeouts, failures, finished streams.
+"""What the driver needs from httpx: timeouts and failures.
 
 The operations hand the driver steps; this module turns a step into httpx
-timeouts, an httpx exception into the ``Failure`` an operation understands,
-and reads what is left of a stream once its result is in. The driver hands
-every answer's raw bytes to the sans-IO core, which undoes gzip within the
-size cap and parses SSE itself.
+timeouts and an httpx exception into the ``Failure`` an operation understands.
+The driver hands every answer's raw bytes to the core, which undoes gzip
+within the size cap (``_sse`` hands a stream's to httpx-sse).
 """
 
 from __future__ import annotations
-
-from collections.abc import AsyncIterator
 
 import httpx
 
@@ -18,9 +15,7 @@ from ors_gym.backends.http._steps import Failure, FailureKind, Fetch, Stream
 
 __all__ = [
     "BACKGROUND_TIMEOUT_S",
-    "DRAIN_LIMIT",
     "SSE_HEADERS",
-    "adrain",
     "failure_of",
     "fetch_timeouts",
     "stream_timeouts",
@@ -30,9 +25,6 @@ __all__ = [
 BACKGROUND_TIMEOUT_S = 5.0
 #: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
-#: After a stream's result, at most this much more is read so the connection can be
-#: reused; a server that keeps sending loses its connection instead.
-DRAIN_LIMIT = 64 * 1024
 
 
 def failure_of(exc: httpx.TransportError) -> Failure:
@@ -64,16 +56,3 @@ def stream_timeouts(step: Stream, settings: Settings) -> dict[str, float | None]
     bounds the silence between pieces."""
     return {"connect": settings.connect_timeout, "read": step.read_timeout,
             "write": settings.timeout, "pool": settings.timeout}
-
-
-async def adrain(pieces: AsyncIterator[bytes]) -> None:
-    """Read a finished stream to its end (within ``DRAIN_LIMIT``), so its connection
-    goes back to the pool; past the limit the connection is dropped instead."""
-    left = DRAIN_LIMIT
-    try:
-        async for raw in pieces:
-            left -= len(raw)
-            if left < 0:
-                return
-    except httpx.HTTPError:  # the result is in; how the stream ends does not matter
-        pass

@@ -59,9 +59,8 @@ class Fetch:
 
 @dataclass(frozen=True)
 class Stream:
-    """POST ``content``; a 200 answer's raw bytes go to ``sink.feed_bytes`` (after
-    ``sink.start(content_encoding)``) until it returns True, any other answer is
-    read whole into ``reader(content_encoding)``.
+    """POST ``content``; a 200 answer's raw bytes go to ``sink.read(pieces,
+    content_encoding)``, any other answer is read whole into ``reader(content_encoding)``.
 
     ``read_timeout`` is the longest silence allowed between two bytes.
     """

@@ -28,7 +28,6 @@ from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
     SSE_HEADERS,
-    adrain,
     failure_of,
     fetch_timeouts,
     stream_timeouts,
@@ -210,12 +209,7 @@ class AsyncHttpBackend(AsyncFace):
                     return await _read(response, step, started)
                 headers = _header_map(response.headers.raw)
                 require_sse(headers.get("content-type", ""), step.what, step.where)
-                step.sink.start(headers.get("content-encoding", ""))
-                pieces = _body(response)
-                async for raw in pieces:
-                    if step.sink.feed_bytes(raw):
-                        await adrain(pieces)
-                        break
+                await step.sink.read(_body(response), headers.get("content-encoding", ""))
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
