@@ -65,6 +65,12 @@ def add_parser(subparsers: Subparsers) -> None:
         help="exit 1 when more episodes than this failed outside the model (endpoint or "
         "environment unreachable...) (default: only when every episode did)",
     )
+    parser.add_argument(
+        "--upload", metavar="RUN", default=None,
+        help="upload each scored episode to the OpenReward platform's rollout log as run RUN, "
+        "in the background (key: $OPENREWARD_API_KEY; API host: $OPENREWARD_API_URL, else "
+        "api. + $OPENREWARD_URL)",
+    )
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run)
 
@@ -76,13 +82,22 @@ def _run(args: argparse.Namespace) -> int:
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
     target = resolve_target(args.env_id, args.env_url, args.env_name)
+    uploader = None
+    if args.upload is not None:
+        from ors_gym.platform import RolloutUploader
+
+        try:
+            uploader = RolloutUploader(args.upload, run_info={"model_name": args.model,
+                                                              "run_type": "eval"})
+        except ValueError as exc:
+            raise UsageError(f"--upload: {exc}") from exc
     try:
         summary = evaluate(
             target.env_id, args.model, args.base_url, episodes=args.episodes,
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
             temperature=args.temperature, env_options=target.options or None,
-            progress=not args.no_progress_bar, overwrite=args.overwrite,
+            progress=not args.no_progress_bar, overwrite=args.overwrite, upload=uploader,
         )
     except (ValueError, FileExistsError) as exc:
         raise UsageError(str(exc).replace("overwrite=True (ors-gym eval: --overwrite)",
@@ -91,6 +106,11 @@ def _run(args: argparse.Namespace) -> int:
     print(f"trajectories: {summary['trajectories']}")
     print(f"summary: {summary['summary_path']}")
     print(f"report: {summary['report']}")
+    if uploader is not None:
+        uploader.close()
+        print(f"uploaded: {uploader.sent} rollout events of run {args.upload!r} to "
+              f"{uploader.location}" + (f" ({uploader.failed} not sent)" if uploader.failed
+                                        else ""))
     failed, episodes = summary["failed_episodes"], summary["episodes"]
     allowed = episodes - 1 if args.max_errors is None else args.max_errors
     if failed > allowed:
