@@ -124,5 +124,6 @@ class PlatformOps(Exchange):
 
     def post_rollouts(self, events: Sequence[Mapping[str, Any]]) -> Op[None]:
         """``POST /v1/rollouts`` with ``{"events": [...]}``: one batch of the rollout log."""
-        yield from self.request("POST", "/v1/rollouts", what=f"upload {len(events)} rollout "
-                                "events", where=self.where(), body={"events": list(events)})
+        yield from self.request("POST", "/v1/rollouts", what=f"the upload of {len(events)} "
+                                "rollout events", where=self.where(),
+                                body={"events": list(events)})

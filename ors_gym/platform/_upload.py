@@ -178,7 +178,7 @@ class RolloutUploader:
                 except TimeoutError:
                     item = None  # the oldest event is due
                 if isinstance(item, _Episode):
-                    for event in await self._events(item):
+                    for event in await self._events_or_none(item):
                         raw = json.dumps(event, ensure_ascii=False).encode()
                         if batch and (len(batch) >= self.max_batch_events
                                       or size + len(raw) > self.max_batch_bytes):
@@ -198,6 +198,15 @@ class RolloutUploader:
                     return
         finally:
             await self._client.aclose()
+
+    async def _events_or_none(self, episode: _Episode) -> list[dict[str, Any]]:
+        """The episode's events; none (and a WARNING) for a record that cannot be read."""
+        try:
+            return await self._events(episode)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            logger.warning("rollout upload: a record of run %r cannot be read as a rollout "
+                           "(%s: %s); it is not uploaded", self.run_name, type(exc).__name__, exc)
+            return []
 
     async def _events(self, episode: _Episode) -> list[dict[str, Any]]:
         record = episode.record
