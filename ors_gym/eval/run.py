@@ -183,6 +183,8 @@ async def aevaluate(
     bar = _progress_bar(episodes, chat.name, progress)
     try:
         first = AsyncOrsEnv(env_name=where.get("env_name"), backend=backend, settings=settings)
+        if settings.check_secrets and settings.deployment is not None:
+            await _check_secrets(settings)
         n_tasks = await first.catalog.num_tasks(settings.split)
         chosen_split = settings.split or await first.catalog.default_split()
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -273,6 +275,16 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
         error = (f"env_{type(exc).__name__}", str(exc))
         logger.warning("episode %d: the environment failed: %s", number, exc)
     return record.finish(error=error)
+
+
+async def _check_secrets(settings: EnvSettings) -> None:
+    """The secrets preflight once for the run, before any episode opens a session."""
+    from ors_gym.platform import check_required_secrets
+    from ors_gym.secret import reveal
+
+    assert settings.deployment is not None
+    await check_required_secrets(settings.deployment, settings.secrets or {},
+                                 reveal(settings.api_key) or os.environ.get("OPENREWARD_API_KEY"))
 
 
 def _refuse_an_earlier_run(out_dir: Path) -> None:

@@ -225,3 +225,37 @@ def test_the_async_client_and_its_weights(platform: Platform) -> None:
     weights = asyncio.run(ask())
     assert weights[1] == weights[2] == 1.0 and weights[0] < 0.1
     assert platform.requests("/v1/")[0].query == {"split": "train"}
+
+
+def test_the_cli_reaches_a_deployment_with_its_overrides_and_preflight(
+    platform: Platform, tmp_path: Any, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ors_gym.cli import main
+
+    platform.required[DEPLOYMENT] = ["OPENAI_API_KEY"]
+    argv = ["eval", "--deployment", DEPLOYMENT, "--variant", "math", "--model", "scripted",
+            "--episodes", "2",
+            "--max-turns", "2", "--no-progress-bar", "--check-secrets"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 1
+    err = capsys.readouterr().err
+    assert "needs the secret(s) OPENAI_API_KEY" in err and KEY not in err
+    assert not platform.requests("/create_session")  # stopped before any session
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    platform.ids[DEPLOYMENT] = "env-9"
+    assert main([*argv, "--out", str(tmp_path / "b"), "--secret", "OPENAI_API_KEY",
+                 "--env-override", "OPENAI_BASE_URL=http://trainer.test/v1",
+                 "--upload", "cli-run"]) == 0
+    out = capsys.readouterr().out
+    created = _sessions_created(platform)
+    assert len(created) == 2 and all(
+        r.json() == {"env": {"OPENAI_BASE_URL": "http://trainer.test/v1"}} for r in created)
+    assert "OPENAI_API_KEY" in _secret_names(created[0])
+    started = [e for e in platform.received_events() if e["eventType"] == "rollout"]
+    assert [(e["environment"], e["variant"], e["environment_id"]) for e in started] == [
+        (DEPLOYMENT, "math", "env-9")] * 2
+    assert "sk-from-env" not in out and KEY not in out
+    assert len(platform.requests("/v1/environments/Acme/tools/required-secrets")) == 1
+    assert main(["eval", "ors/Math-v0", "--model", "scripted", "--env-override", "A=b"]) == 2
+    assert "go with --deployment" in capsys.readouterr().err
