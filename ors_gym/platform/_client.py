@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from ors_gym.backends.http._settings import API_KEY_VAR
@@ -81,6 +81,20 @@ class AsyncPlatformClient:
         task index, for ``task_weights=`` of an env or a trainer dataset."""
         rows = await self.task_difficulty(deployment, split=split, **filters)
         return task_weights(rows, num_tasks, prefer=prefer)
+
+    async def environment_ids(
+        self, deployment: str, variant: str | None = None
+    ) -> tuple[str | None, str | None]:
+        """The platform's ids of ``deployment`` and of its ``variant`` (None where it does
+        not say), which rollouts carry as the SDK's do."""
+        env_id = await self._run(self._ops.environment_id(deployment))
+        if variant is None:
+            return env_id, None
+        return env_id, await self._run(self._ops.variant_id(deployment, variant))
+
+    async def post_rollouts(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Post one batch of rollout-log events (``POST /v1/rollouts``)."""
+        await self._run(self._ops.post_rollouts(events))
 
     async def aclose(self) -> None:
         """Close the connections (the client stays usable)."""

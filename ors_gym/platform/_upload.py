@@ -231,26 +231,24 @@ class RolloutUploader:
         return rollout_events(header, log_entries(record), rollout_id=episode.rollout_id,
                               rollout_info=info)
 
-    async def _lookup(self, environment: str, variant: str | None) -> tuple[str | None, ...]:
+    async def _lookup(
+        self, environment: str, variant: str | None
+    ) -> tuple[str | None, str | None]:
         """The platform's ids of the environment and variant (asked once each, as the SDK
         asks them per rollout); None where the platform does not say."""
         key = (environment, variant)
         if key not in self._ids:
-            ops = self._client._ops
-            env_id = variant_id = None
             try:
-                env_id = await self._client._run(ops.environment_id(environment))
-                if variant is not None:
-                    variant_id = await self._client._run(ops.variant_id(environment, variant))
+                self._ids[key] = await self._client.environment_ids(environment, variant)
             except (OrsError, ValueError) as exc:
                 logger.debug("no platform id for %s: %s", environment, exc)
-            self._ids[key] = (env_id, variant_id)
+                self._ids[key] = (None, None)
         return self._ids[key]
 
     async def _send(self, batch: list[bytes]) -> None:
         events = [json.loads(raw) for raw in batch]
         try:
-            await self._client._run(self._client._ops.post_rollouts(events))
+            await self._client.post_rollouts(events)
         except OrsError as exc:
             self.failed += len(events)
             logger.warning("rollout upload to %s: %d events of run %r not sent: %s",
