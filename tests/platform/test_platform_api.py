@@ -259,3 +259,24 @@ def test_the_cli_reaches_a_deployment_with_its_overrides_and_preflight(
     assert len(platform.requests("/v1/environments/Acme/tools/required-secrets")) == 1
     assert main(["eval", "ors/Math-v0", "--model", "scripted", "--env-override", "A=b"]) == 2
     assert "go with --deployment" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("environ", [
+    {},
+    {"OPENREWARD_URL": "http://example.test:81"},
+    {"OPENREWARD_URL": "https://a.test", "OPENREWARD_API_URL": "http://api.other.test"},
+])
+def test_the_api_host_is_the_sdks(environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+                                   ) -> None:
+    from openreward import OpenReward
+
+    from ors_gym.platform._ops import api_location_and_source
+
+    for var in ("OPENREWARD_URL", "OPENREWARD_API_URL"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in environ.items():
+        monkeypatch.setenv(var, value)
+    assert api_location_and_source()[0] == OpenReward(api_key="k").base_url
+    monkeypatch.setenv("OPENREWARD_API_URL", "api.example.test")
+    with pytest.raises(ValueError, match="OPENREWARD_API_URL"):
+        api_location_and_source()
