@@ -179,15 +179,18 @@ class AsyncOrsEnv:
             async with self.limiter:
                 name = await self.catalog.name()
                 await self.catalog.tools()  # known from here on, whatever fails below
+                if settings.task_weights is not None or settings.check_secrets:
+                    from ors_gym.platform._reset import platform_reset
+
+                    options = await platform_reset(self.catalog, settings, options,
+                                                   self.np_random)
                 task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
-                sid = await self._create(
-                    name,
+                sid = await self._create(name, **_session_spec(settings, SessionSpec(
                     task_spec=task_spec if split is None else None,
                     split=split,
                     index=index,
                     secrets=settings.plain_secrets(),
-                    **({} if settings.toolset is None else {"toolset": settings.toolset}),
-                )
+                )))
             async with self.limiter:
                 if self.prefetch_messages:
                     prompt, tools, self._messages = await asyncio.gather(
@@ -387,6 +390,15 @@ class AsyncOrsEnv:
                 return
         logger.warning("session %s was left open: its deletion was cancelled %d times",
                        sid, _DELETE_TRIES_ON_CANCEL)
+
+
+def _session_spec(settings: EnvSettings, spec: SessionSpec) -> SessionSpec:
+    """``spec`` with the keywords only some backends take, added only when set."""
+    if settings.toolset is not None:
+        spec["toolset"] = settings.toolset
+    if settings.env_overrides is not None:
+        spec["env_overrides"] = settings.plain_env_overrides()
+    return spec
 
 
 def class_env_name(env_class: Any) -> str:

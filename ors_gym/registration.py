@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium as gym
 
 from ors_gym.errors import redact_url
-from ors_gym.secret import Secret
+from ors_gym.secret import Secret, redact_kwargs
 
 __all__ = [
     "BUNDLED_MAX_STEPS",
@@ -285,16 +285,14 @@ def register_hosted(
     it. Nothing is asked of the platform here. ``env_kwargs`` are env options
     (``api_key``, ``toolset``, ``setup_timeout``, ``base_url``...); without
     ``api_key`` and ``base_url`` the env reads ``OPENREWARD_API_KEY`` and the
-    SDK's session host when it is made. An ``api_key`` given is kept as a
-    ``Secret`` (never shown in the registry's specs).
+    SDK's session host when it is made. An ``api_key``, ``secrets`` or
+    ``env_overrides`` given are kept as ``Secret`` (never shown in the registry's specs).
     """
     env_id = hosted_id(deployment, variant)
     kwargs: dict[str, Any] = {"deployment": deployment, **env_kwargs}
     if variant is not None:
         kwargs["variant"] = variant
-    if kwargs.get("api_key") is not None and not isinstance(kwargs["api_key"], Secret):
-        kwargs["api_key"] = Secret(str(kwargs["api_key"]))
-    _register(env_id, max_episode_steps, kwargs)
+    _register(env_id, max_episode_steps, redact_kwargs(kwargs))
     return env_id
 
 

@@ -41,16 +41,18 @@ def reveal(value: str | Secret | None) -> str | None:
 
 
 def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A copy of ``kwargs`` with ``api_key`` and ``secrets`` values wrapped in ``Secret``."""
+    """A copy of ``kwargs`` with ``api_key``, ``secrets`` and ``env_overrides`` values
+    wrapped in ``Secret``."""
     out = dict(kwargs)
     key = out.get("api_key")
     if key is not None and not isinstance(key, Secret):
         out["api_key"] = Secret(str(key))
-    secrets = out.get("secrets")
-    if secrets:
-        out["secrets"] = {
-            k: v if isinstance(v, Secret) else Secret(str(v)) for k, v in dict(secrets).items()
-        }
+    for name in ("secrets", "env_overrides"):
+        secrets = out.get(name)
+        if secrets:
+            out[name] = {
+                k: v if isinstance(v, Secret) else Secret(str(v)) for k, v in dict(secrets).items()
+            }
     return out
 
 

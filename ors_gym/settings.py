@@ -53,6 +53,13 @@ class EnvSettings:
       (``"qwen3.5"``, ``"glm-4.5"``, ``"gpt-oss"``...: :data:`ors_gym.families.FAMILIES`),
       read by that family's rules (its calls, its reasoning kept off the env); None reads
       Hermes-style ``<tool_call>`` JSON and bare JSON calls.
+    - ``env_overrides``: a hosted deployment's environment variables set for each
+      session (``OPENAI_BASE_URL``...: the environment's own model calls go to the
+      trainer's endpoint); never logged or shown;
+    - ``check_secrets``: before a hosted env's first session, ask the platform which
+      secrets the deployment needs and raise naming those not given;
+    - ``task_weights``: one weight per task index of the split; each reset draws its
+      task with them (``ors_gym.platform.task_weights`` makes them from difficulty).
     """
 
     split: str | None = None
@@ -70,6 +77,9 @@ class EnvSettings:
     variant: str | None = None
     toolset: str | None = None
     tool_format: str | None = None
+    env_overrides: Mapping[str, Secret] | None = field(default=None, repr=False)
+    check_secrets: bool = False
+    task_weights: tuple[float, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.no_tool_call not in ("nudge", "terminate", "truncate", "error"):
@@ -115,6 +125,28 @@ class EnvSettings:
                 f"variant={self.variant!r} needs deployment='Namespace/name'; for a plain "
                 "server name the environment with env_name"
             )
+        self._check_platform_options()
+
+    def _check_platform_options(self) -> None:
+        if self.env_overrides is not None:
+            if self.deployment is None:
+                raise ValueError("env_overrides needs deployment='Namespace/name': they set "
+                                 "a hosted environment's variables")
+            if not isinstance(self.env_overrides, Mapping) or not all(
+                    isinstance(k, str) and k for k in self.env_overrides):
+                raise TypeError("env_overrides must be a dict of variable names to str values, "
+                                "e.g. {'OPENAI_BASE_URL': 'http://trainer:8000/v1'}")
+            object.__setattr__(self, "env_overrides", {
+                k: v if isinstance(v, Secret) else Secret(str(v))
+                for k, v in self.env_overrides.items()
+            })
+        if self.check_secrets and self.deployment is None:
+            raise ValueError("check_secrets needs deployment='Namespace/name': it asks the "
+                             "platform what a hosted environment needs")
+        if self.task_weights is not None:
+            from ors_gym.platform._difficulty import check_weights
+
+            object.__setattr__(self, "task_weights", check_weights(self.task_weights))
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any], **defaults: Any) -> EnvSettings:
@@ -162,6 +194,12 @@ class EnvSettings:
         if not self.secrets:
             return None
         return {k: str(reveal(v)) for k, v in self.secrets.items()}
+
+    def plain_env_overrides(self) -> dict[str, str] | None:
+        """The env overrides as plain strings, for the backend (never for display)."""
+        if not self.env_overrides:
+            return None
+        return {k: str(reveal(v)) for k, v in self.env_overrides.items()}
 
     @property
     def remote(self) -> bool:

@@ -40,6 +40,9 @@ class SessionSpec(TypedDict, total=False):
     """A session toolset's name (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
     the session's and its terminal tool, if any, replaces the environment's. Callers
     pass it only when not None, so backends without it keep working."""
+    env_overrides: Mapping[str, str] | None
+    """A hosted session's environment variables (sent with ``/create_session`` as the
+    SDK sends them); passed only when not None, and only to hosted HTTP backends."""
 
 
 _SPEC_KEYS = tuple(SessionSpec.__annotations__)

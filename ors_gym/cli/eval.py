@@ -10,10 +10,13 @@ since their figures would describe the infrastructure, not the model.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
-from ors_gym.cli._target import add_env_arguments, resolve_target
+from ors_gym.cli._target import REMOTE_ANY, Target, add_env_arguments, resolve_target
 from ors_gym.cli.args import EXIT_FAILURE, EXIT_OK, Subparsers, UsageError, int_type
+from ors_gym.secret import Secret
 
 __all__ = ["add_parser"]
 
@@ -71,8 +74,63 @@ def add_parser(subparsers: Subparsers) -> None:
         help="exit 1 when more episodes than this failed outside the model (endpoint or "
         "environment unreachable...) (default: only when every episode did)",
     )
+    hosted = parser.add_argument_group(
+        "hosted environments", "a deployment on the OpenReward platform (key: "
+        "$OPENREWARD_API_KEY), in place of ENV")
+    hosted.add_argument("--deployment", metavar="NAMESPACE/NAME", default=None,
+                        help="run this hosted deployment (leave ENV out)")
+    hosted.add_argument("--variant", default=None,
+                        help="with --deployment: one environment class inside it")
+    hosted.add_argument("--secret", metavar="NAME", action="append", default=[],
+                        help="pass the secret NAME to every session, its value read from the "
+                        "environment variable NAME (repeat for several)")
+    hosted.add_argument("--env-override", metavar="NAME=VALUE", action="append", default=[],
+                        help="set the environment variable NAME of every session (e.g. "
+                        "OPENAI_BASE_URL=http://trainer:8000/v1, for the environment's own "
+                        "model calls; repeat for several)")
+    hosted.add_argument("--check-secrets", action="store_true",
+                        help="before any session, ask the platform which secrets the "
+                        "deployment needs and stop naming those not given")
+    parser.add_argument(
+        "--upload", metavar="RUN", default=None,
+        help="upload each scored episode to the OpenReward platform's rollout log as run RUN, "
+        "in the background (key: $OPENREWARD_API_KEY; API host: $OPENREWARD_API_URL, else "
+        "api. + $OPENREWARD_URL)",
+    )
     parser.add_argument("--no-progress-bar", action="store_true", help="hide the progress bar")
     parser.set_defaults(handler=_run)
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """The environment: ENV or ``--env-url`` as usual, or ``--deployment``, with the
+    hosted options as env options."""
+    if args.deployment is None:
+        if args.variant or args.secret or args.env_override or args.check_secrets:
+            raise UsageError("--variant, --secret, --env-override and --check-secrets go "
+                             "with --deployment NAMESPACE/NAME")
+        return resolve_target(args.env_id, args.env_url, args.env_name)
+    if args.env_id is not None or args.env_url is not None:
+        raise UsageError("--deployment names the environment: leave ENV and --env-url out")
+    options: dict[str, Any] = {"deployment": args.deployment}
+    if args.variant:
+        options["variant"] = args.variant
+    if args.secret:
+        missing = [name for name in args.secret if not os.environ.get(name)]
+        if missing:
+            raise UsageError(f"--secret {missing[0]}: the environment variable {missing[0]} "
+                             "is not set; export it first")
+        options["secrets"] = {name: Secret(os.environ[name]) for name in args.secret}
+    overrides = {}
+    for item in args.env_override:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--env-override {item.split('=')[0]!r}: give NAME=VALUE")
+        overrides[name] = Secret(value)
+    if overrides:
+        options["env_overrides"] = overrides
+    if args.check_secrets:
+        options["check_secrets"] = True
+    return Target(REMOTE_ANY, options)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -82,7 +140,7 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.model != SCRIPTED and args.base_url is None:
         raise UsageError(f"--model {args.model} needs --base-url (or use --model scripted)")
-    target = resolve_target(args.env_id, args.env_url, args.env_name)
+    target = _target(args)
     env_options = dict(target.options or {})
     if args.tool_format is not None:
         try:
@@ -90,13 +148,22 @@ def _run(args: argparse.Namespace) -> int:
         except (TypeError, ValueError) as exc:
             raise UsageError(f"--tool-format: {exc}") from exc
         env_options["tool_format"] = args.tool_format
+    uploader = None
+    if args.upload is not None:
+        from ors_gym.platform import RolloutUploader
+
+        try:
+            uploader = RolloutUploader(args.upload, run_info={"model_name": args.model,
+                                                              "run_type": "eval"})
+        except ValueError as exc:
+            raise UsageError(f"--upload: {exc}") from exc
     try:
         summary = evaluate(
             target.env_id, args.model, args.base_url, episodes=args.episodes,
             concurrency=args.concurrency, split=args.split, out=args.out,
             max_turns=args.max_turns, api_key=args.api_key, max_retries=args.max_retries,
             temperature=args.temperature, env_options=env_options or None,
-            progress=not args.no_progress_bar, overwrite=args.overwrite,
+            progress=not args.no_progress_bar, overwrite=args.overwrite, upload=uploader,
         )
     except (ValueError, FileExistsError) as exc:
         raise UsageError(str(exc).replace("overwrite=True (ors-gym eval: --overwrite)",
@@ -105,6 +172,11 @@ def _run(args: argparse.Namespace) -> int:
     print(f"trajectories: {summary['trajectories']}")
     print(f"summary: {summary['summary_path']}")
     print(f"report: {summary['report']}")
+    if uploader is not None:
+        uploader.close()
+        print(f"uploaded: {uploader.sent} rollout events of run {args.upload!r} to "
+              f"{uploader.location}" + (f" ({uploader.failed} not sent)" if uploader.failed
+                                        else ""))
     failed, episodes = summary["failed_episodes"], summary["episodes"]
     allowed = episodes - 1 if args.max_errors is None else args.max_errors
     if failed > allowed:

@@ -26,7 +26,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
@@ -50,6 +50,9 @@ from ors_gym.formats import (
 )
 from ors_gym.protocol import Message
 from ors_gym.settings import EnvSettings
+
+if TYPE_CHECKING:
+    from ors_gym.platform import RolloutUploader
 
 __all__ = ["aevaluate", "evaluate", "make_model"]
 
@@ -96,6 +99,7 @@ def evaluate(
     progress: bool = False,
     report: bool = True,
     overwrite: bool = False,
+    upload: str | RolloutUploader | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``model`` on ``episodes`` episodes of ``env_id``; returns the summary.
 
@@ -112,13 +116,16 @@ def evaluate(
     ``usage`` (tokens), ``wall_seconds`` and the paths written; a figure with no
     episode scored is ``None``. An ``out`` that already holds a run raises
     ``FileExistsError`` before anything is written, unless ``overwrite=True``.
+    ``upload``: a run name (or a ``RolloutUploader``) to upload each scored episode to
+    the platform's rollout log as it finishes, in the background (a run name's
+    uploader is closed, and so flushed, before this returns).
     Blocking: from a running event loop (Jupyter), await :func:`aevaluate`.
     """
     return asyncio.run(aevaluate(
         env_id, model, base_url, episodes=episodes, concurrency=concurrency, split=split,
         out=out, max_turns=max_turns, api_key=api_key, max_retries=max_retries,
         timeout=timeout, temperature=temperature, seed=seed, env_options=env_options,
-        progress=progress, report=report, overwrite=overwrite,
+        progress=progress, report=report, overwrite=overwrite, upload=upload,
     ))
 
 
@@ -141,6 +148,7 @@ async def aevaluate(
     progress: bool = False,
     report: bool = True,
     overwrite: bool = False,
+    upload: str | RolloutUploader | None = None,
 ) -> dict[str, Any]:
     """:func:`evaluate`, awaited; ``model`` may also be a ready ``ChatModel`` (left open)."""
     out_dir = Path(out) if out is not None else None
@@ -160,6 +168,11 @@ async def aevaluate(
     backend = make_async_backend(
         settings, base_url=where.get("base_url"), env_class=where.get("env_class")
     )
+    uploader = None if isinstance(upload, str) else upload
+    if isinstance(upload, str):
+        from ors_gym.platform import RolloutUploader
+
+        uploader = RolloutUploader(upload, run_info={"model_name": chat.name, "run_type": "eval"})
     path = None
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -170,6 +183,8 @@ async def aevaluate(
     bar = _progress_bar(episodes, chat.name, progress)
     try:
         first = AsyncOrsEnv(env_name=where.get("env_name"), backend=backend, settings=settings)
+        if settings.check_secrets and settings.deployment is not None:
+            await _check_secrets(settings)
         n_tasks = await first.catalog.num_tasks(settings.split)
         chosen_split = settings.split or await first.catalog.default_split()
         queue: asyncio.Queue[int] = asyncio.Queue()
@@ -181,6 +196,10 @@ async def aevaluate(
             if path is not None:
                 with open(path, "a", encoding="utf-8") as f:
                     f.write(record_line(record))
+            if uploader is not None and not failed_outside_the_model(record):
+                uploader.submit(record, environment=settings.deployment,
+                                variant=settings.variant,
+                                rollout_name=f"episode {record['episode']}")
             bar(record)
 
         async def worker(env: AsyncOrsEnv) -> None:
@@ -201,6 +220,8 @@ async def aevaluate(
         await backend.aclose()
         if owns_chat:
             await chat.aclose()
+        if isinstance(upload, str) and uploader is not None:
+            await asyncio.to_thread(uploader.close)
     records.sort(key=lambda r: int(r["episode"]))
     summary = summarize(
         records, model=chat.name, env_id=env_id, split=chosen_split, concurrency=concurrency,
@@ -256,6 +277,16 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
         error = (f"env_{type(exc).__name__}", str(exc))
         logger.warning("episode %d: the environment failed: %s", number, exc)
     return record.finish(error=error)
+
+
+async def _check_secrets(settings: EnvSettings) -> None:
+    """The secrets preflight once for the run, before any episode opens a session."""
+    from ors_gym.platform import check_required_secrets
+    from ors_gym.secret import reveal
+
+    assert settings.deployment is not None
+    await check_required_secrets(settings.deployment, settings.secrets or {},
+                                 reveal(settings.api_key) or os.environ.get("OPENREWARD_API_KEY"))
 
 
 def _refuse_an_earlier_run(out_dir: Path) -> None:

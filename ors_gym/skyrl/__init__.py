@@ -13,6 +13,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from ors_gym.platform import dataset_indices
 from ors_gym.registration import task_count
 from ors_gym.skyrl._batch import generator_output, skyrl_stop_reason
 from ors_gym.skyrl._env import OrsTextEnv, system_prompt
@@ -58,5 +59,5 @@ def rows(
     count = task_count(env_id, split, env_kwargs, num_tasks)
     return [
         {"prompt": [], "env_class": env_class, "env_id": env_id, "split": split, "index": i}
-        for i in range(count)
+        for i in dataset_indices(count, env_kwargs)  # task_weights, if given
     ]

@@ -18,6 +18,7 @@ import gymnasium as gym
 
 from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsDependencyError
+from ors_gym.platform import dataset_indices
 from ors_gym.protocol import ToolSpec
 from ors_gym.trl._rollout import OrsRollout, rollout_class
 from ors_gym.trl._token_rollout import TASK_ENV, TASK_INDEX, TokenRollouts
@@ -209,6 +210,5 @@ class OrsSpec:
                     f"which has {count} tasks (0 to {count - 1})"
                 )
             return list(self._indices)
-        if self._num_tasks is not None:
-            return list(range(min(self._num_tasks, count)))
-        return list(range(count))
+        first = count if self._num_tasks is None else min(self._num_tasks, count)
+        return dataset_indices(first, self._kwargs[env_id])  # drawn by task_weights, if given

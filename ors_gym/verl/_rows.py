@@ -17,6 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 from ors_gym.async_env import AsyncOrsEnv
+from ors_gym.platform import dataset_indices
 from ors_gym.registration import ENTRY_POINT, task_count
 
 __all__ = ["EpisodeRow", "rows"]
@@ -101,5 +102,5 @@ def rows(
             "agent_name": agent_name,
             "extra_info": {**info, "index": i},
         }
-        for i in range(count)
+        for i in dataset_indices(count, env_kwargs)  # task_weights, if given
     ]

@@ -16,6 +16,10 @@ base64), rewards, ``terminated``/``truncated`` and their reasons. Nothing else
 is written: no API key or secret reaches a trajectory (they travel only in
 request headers). The format itself, its reader and ``Episode`` live in
 :mod:`ors_gym.trajectories`; this module only records.
+
+With ``upload=`` (an ``ors_gym.platform.RolloutUploader``) each written episode is
+also handed to the uploader, which sends it to the platform's rollout log from
+its own thread: the step that ends the episode does not wait for the network.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -36,6 +40,9 @@ from ors_gym._json import plain
 from ors_gym.actions import ToolCall
 from ors_gym.errors import OrsActionError, redact_url
 from ors_gym.formats import AssistantTurn, assistant_turn, call_id, step_exchange
+
+if TYPE_CHECKING:
+    from ors_gym.platform import RolloutUploader
 
 __all__ = ["RecordTrajectories"]
 
@@ -50,6 +57,8 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
     model or scored with its images). Works over ``OrsEnv`` directly or over
     wrappers that keep its ``info`` (``Conversation``, ``DiscreteToolActions``).
     Several recorders may append to one file: each line is one ``write``.
+    ``upload``: a ``RolloutUploader`` (shared by any number of recorders) that also
+    sends each written episode to the platform's rollout log, in the background.
     """
 
     def __init__(
@@ -58,6 +67,7 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
         path: str | os.PathLike[str],
         *,
         images: _records.ImageMode = "summary",
+        upload: RolloutUploader | None = None,
     ) -> None:
         if images not in ("summary", "base64"):
             raise ValueError(f"images={images!r}; choose 'summary' or 'base64'")
@@ -65,6 +75,7 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
         super().__init__(env)
         self.path = Path(path)
         self.images: _records.ImageMode = images
+        self.upload = upload
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._finalizer = weakref.finalize(self, os.close, self._fd)
@@ -149,6 +160,10 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
             view = view[written:]
         os.fsync(self._fd)
         self._episodes += 1
+        if self.upload is not None:
+            settings = getattr(self.env.unwrapped, "settings", None)
+            self.upload.submit(episode, environment=getattr(settings, "deployment", None),
+                               variant=getattr(settings, "variant", None))
 
     def _end_torn_line(self) -> None:
         """Start on a fresh line if an interrupted run left a partial one at the end."""

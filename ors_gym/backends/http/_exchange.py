@@ -205,6 +205,7 @@ class Exchange:
     def new_session_id(
         self, where: Where, secrets: Mapping[str, str] | None = None,
         scoped: Mapping[str, tuple[str, list[str]]] | None = None,
+        body: Mapping[str, Any] | None = None,
     ) -> Op[str]:
         """A session id issued by the server: POST ``/create_session``, its ``task_id`` event.
 
@@ -212,17 +213,19 @@ class Exchange:
         dropped connections, up to three times): an id issued but never used costs
         the server nothing. Once the ``task_id`` event arrived the id is the
         server's, however the stream ends. A session's ``secrets`` go with it, as
-        the SDK sends them (a gateway may provision with them).
+        the SDK sends them (a gateway may provision with them), and ``body`` (the SDK's
+        ``{"env": env_overrides}``) as the request's JSON.
         """
         s = self.settings
         what = "create a session id (POST /create_session)"
         headers = self.headers(None, secrets, scoped)
         budget = self._budget(max_retries=min(s.max_retries, 3))
         target, hops = "/create_session", 0
+        content = b"{}" if not body else encode_json(dict(body), what=what)
         while True:
             hint: RetryHint | None = None
             sink = StreamAssembler(max_bytes=s.max_response_bytes, what=what, where=where)
-            reply = yield Stream(target, headers, b"{}", s.timeout, sink, what, where)
+            reply = yield Stream(target, headers, content, s.timeout, sink, what, where)
             if sink.task_id:
                 return sink.task_id
             if isinstance(reply, Streamed):

@@ -265,7 +265,10 @@ class Ops(Exchange):
         env = yield from self.env(env_name)
         scoped = self._key_secrets()
         if self.settings.hosted:
-            sid = yield from self.new_session_id(self.where(env), secrets, scoped)
+            overrides = spec.get("env_overrides")
+            sid = yield from self.new_session_id(self.where(env), secrets, scoped,
+                                                 body={"env": dict(overrides)} if overrides
+                                                 else None)
         else:
             sid = str(uuid.uuid4())
         body: dict[str, Any] = {"env_name": env} if env else {}

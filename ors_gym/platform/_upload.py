@@ -1,0 +1,257 @@
+"""``RolloutUploader``: finished episodes sent to the platform's rollout log in the background.
+
+``submit(record)`` returns at once: the record goes to a daemon thread with its
+own event loop (as the SDK's ``RolloutAPI`` runs its send loop), which turns it
+into the SDK's events (``_events``), gathers them into batches (up to
+``max_batch_events`` events or ``max_batch_bytes``, or whatever is waiting once
+the oldest event is ``max_age`` seconds old) and posts each batch to
+``/v1/rollouts`` in order, with the HTTP backend's retries. A step never waits
+on the network. ``flush()`` waits until everything submitted so far was sent;
+``close()`` (also run at interpreter exit) sends what is left before the thread
+ends, and says at WARNING how many events could not be sent, if any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ors_gym.errors import OrsError
+from ors_gym.platform._events import RolloutHeader, log_entries, rollout_events
+
+__all__ = ["RolloutUploader"]
+
+logger = logging.getLogger("ors_gym")
+
+
+@dataclass
+class _Episode:
+    record: Mapping[str, Any]
+    rollout_id: str
+    environment: str | None
+    variant: str | None
+    rollout_name: str | None
+    metadata: Mapping[str, Any] | None
+
+
+@dataclass
+class _Flush:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+_STOP = object()
+
+
+class RolloutUploader:
+    """Upload finished episodes as rollouts of run ``run_name``, batched in the background.
+
+    ``api_key``/``base_url``: the platform API's (default ``OPENREWARD_API_KEY`` and
+    the SDK's API host); ``run_info``: the run's constant facts (``model_name``,
+    ``run_type``...: the SDK's ``RunInfo`` fields) sent with every rollout.
+    ``shutdown_timeout``: how long ``close()`` waits for the last batches. Other
+    keywords are ``HttpOptions`` of the uploads (``max_retries``, ``timeout``...).
+    """
+
+    def __init__(
+        self, run_name: str, *, api_key: str | None = None, base_url: str | None = None,
+        run_info: Mapping[str, Any] | None = None, max_batch_events: int = 128,
+        max_batch_bytes: int = 1_000_000, max_age: float = 1.0,
+        shutdown_timeout: float = 30.0, **options: Any,
+    ) -> None:
+        if not isinstance(run_name, str) or not run_name:
+            raise ValueError(f"run_name must be a non-empty str, got {run_name!r}")
+        if max_batch_events < 1 or max_batch_bytes < 1 or max_age < 0:
+            raise ValueError("max_batch_events and max_batch_bytes must be positive and "
+                             "max_age not negative")
+        from ors_gym.platform._client import AsyncPlatformClient
+
+        self.run_name = run_name
+        self.run_info = dict(run_info) if run_info else None
+        self.max_batch_events = max_batch_events
+        self.max_batch_bytes = max_batch_bytes
+        self.max_age = max_age
+        self.shutdown_timeout = shutdown_timeout
+        # Made here so a bad URL or option fails now, not in the thread.
+        self._client = AsyncPlatformClient(api_key=api_key, base_url=base_url, **options)
+        self.location = self._client.location
+        self.sent = 0  # events the platform accepted
+        self.failed = 0  # events given up on
+        self._ids: dict[tuple[str, str | None], tuple[str | None, str | None]] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[Any] | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = False
+        atexit.register(self.close)
+
+    def __repr__(self) -> str:
+        return f"RolloutUploader({self.run_name!r}, {self.location!r})"
+
+    # -- the caller's side: never waits on the network -------------------------------------
+    def submit(
+        self, record: Mapping[str, Any], *, environment: str | None = None,
+        variant: str | None = None, rollout_name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Queue a finished episode's record; returns its rollout id at once.
+
+        ``environment``: the hosted deployment (``"Owner/name"``) it ran on, if any.
+        """
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed; make a new one to upload more")
+        rollout_id = str(uuid.uuid4())
+        self._put(_Episode(record, rollout_id, environment, variant, rollout_name, metadata))
+        return rollout_id
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until everything submitted so far was sent (or given up); False if
+        ``timeout`` passed first."""
+        if self._thread is None:
+            return True
+        flush = _Flush()
+        self._put(flush)
+        return flush.done.wait(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Send what is left and stop the thread (at most ``timeout``, default
+        ``shutdown_timeout``, seconds); idempotent, and run at interpreter exit."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        thread = self._thread
+        if thread is None:
+            return
+        self._put(_STOP)
+        thread.join(self.shutdown_timeout if timeout is None else timeout)
+        if thread.is_alive():
+            logger.warning("rollout upload to %s: gave up waiting for the last batches after "
+                           "%s s; some rollouts of run %r may be missing", self.location,
+                           self.shutdown_timeout if timeout is None else timeout, self.run_name)
+
+    def __enter__(self) -> RolloutUploader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _put(self, item: Any) -> None:
+        with self._lock:
+            if self._thread is None:
+                ready = threading.Event()
+                self._thread = threading.Thread(target=self._main, args=(ready,),
+                                                name="ors-rollout-upload", daemon=True)
+                self._thread.start()
+                ready.wait()
+            loop, queue = self._loop, self._queue
+        assert loop is not None and queue is not None
+        loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    # -- the thread's side -------------------------------------------------------------------
+    def _main(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop, self._queue = loop, asyncio.Queue()
+        ready.set()
+        try:
+            loop.run_until_complete(self._work(self._queue))
+        finally:
+            loop.close()
+
+    async def _work(self, queue: asyncio.Queue[Any]) -> None:
+        batch: list[bytes] = []
+        size = 0
+        oldest: float | None = None
+        try:
+            while True:
+                wait = None if oldest is None else max(oldest + self.max_age - time.monotonic(), 0)
+                try:
+                    item = await asyncio.wait_for(queue.get(), wait)
+                except TimeoutError:
+                    item = None  # the oldest event is due
+                if isinstance(item, _Episode):
+                    for event in await self._events_or_none(item):
+                        raw = json.dumps(event, ensure_ascii=False).encode()
+                        if batch and (len(batch) >= self.max_batch_events
+                                      or size + len(raw) > self.max_batch_bytes):
+                            await self._send(batch)
+                            batch, size = [], 0
+                        batch.append(raw)
+                        size += len(raw)
+                        oldest = oldest or time.monotonic()
+                    if len(batch) < self.max_batch_events and size < self.max_batch_bytes:
+                        continue
+                if batch:
+                    await self._send(batch)
+                    batch, size, oldest = [], 0, None
+                if isinstance(item, _Flush):
+                    item.done.set()
+                elif item is _STOP:
+                    return
+        finally:
+            await self._client.aclose()
+
+    async def _events_or_none(self, episode: _Episode) -> list[dict[str, Any]]:
+        """The episode's events; none (and a WARNING) for a record that cannot be read."""
+        try:
+            return await self._events(episode)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            logger.warning("rollout upload: a record of run %r cannot be read as a rollout "
+                           "(%s: %s); it is not uploaded", self.run_name, type(exc).__name__, exc)
+            return []
+
+    async def _events(self, episode: _Episode) -> list[dict[str, Any]]:
+        record = episode.record
+        env_id = variant_id = None
+        if episode.environment:
+            env_id, variant_id = await self._lookup(episode.environment, episode.variant)
+        index = record.get("index")
+        seconds = record.get("seconds")
+        if seconds is None and record.get("started_at") and record.get("ended_at"):
+            seconds = float(record["ended_at"]) - float(record["started_at"])
+        info = None if index is None else {
+            "task_index": int(index),
+            "duration_ms": None if seconds is None else int(float(seconds) * 1000),
+        }
+        header = RolloutHeader(
+            run_name=self.run_name, rollout_name=episode.rollout_name,
+            environment=episode.environment, environment_id=env_id,
+            variant=episode.variant, variant_id=variant_id, split=record.get("split"),
+            metadata=episode.metadata, task_spec=record.get("task_spec"),
+            run_info=self.run_info,
+        )
+        return rollout_events(header, log_entries(record), rollout_id=episode.rollout_id,
+                              rollout_info=info)
+
+    async def _lookup(
+        self, environment: str, variant: str | None
+    ) -> tuple[str | None, str | None]:
+        """The platform's ids of the environment and variant (asked once each, as the SDK
+        asks them per rollout); None where the platform does not say."""
+        key = (environment, variant)
+        if key not in self._ids:
+            try:
+                self._ids[key] = await self._client.environment_ids(environment, variant)
+            except (OrsError, ValueError) as exc:
+                logger.debug("no platform id for %s: %s", environment, exc)
+                self._ids[key] = (None, None)
+        return self._ids[key]
+
+    async def _send(self, batch: list[bytes]) -> None:
+        events = [json.loads(raw) for raw in batch]
+        try:
+            await self._client.post_rollouts(events)
+        except OrsError as exc:
+            self.failed += len(events)
+            logger.warning("rollout upload to %s: %d events of run %r not sent: %s",
+                           self.location, len(events), self.run_name, exc.message)
+        else:
+            self.sent += len(events)

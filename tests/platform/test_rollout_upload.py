@@ -1,0 +1,197 @@
+"""Rollout upload: what ``RolloutUploader`` sends matches the SDK's ``client.rollout``, a step
+never waits for it, a failed post is sent again, and nothing is lost at exit."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ors_gym.env import OrsEnv
+from ors_gym.platform import RolloutUploader
+from ors_gym.platform._events import LogEntry, log_entries
+from ors_gym.trajectories import read_trajectories
+from ors_gym.wrappers import RecordTrajectories
+from tests._platform import DEPLOYMENT, KEY, Platform
+
+ECHO = "ors_gym.envs.echo:Echo"
+RUN_INFO = {"model_name": "tiny-1", "run_type": "eval"}
+
+
+def _episode(env: Any, index: int = 0) -> None:
+    env.reset(options={"split": "train", "index": index})
+    env.step({"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]})
+    _, reward, terminated, _, _ = env.step(
+        {"message": "done", "tool_calls": [{"name": "finish", "arguments": {"reward": 0.5}}]})
+    assert terminated and reward == 0.5
+
+
+def _normalized(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Events with their ids replaced by the order they first appear, timestamps left out."""
+    labels: dict[str, str] = {}
+    out = []
+    for event in events:
+        item = {k: v for k, v in event.items() if k != "timestamp"}
+        for key in ("eventId", "rolloutEventId"):
+            if key in item:
+                item[key] = labels.setdefault(item[key], f"id{len(labels)}")
+        out.append(item)
+    return out
+
+
+def _sdk_message(entry: LogEntry) -> Any:
+    from openreward.api.rollouts.serializers import base
+
+    if entry.type == "tool_call":
+        return base.ToolCall(name=str(entry.name), content=str(entry.content),
+                             call_id=str(entry.call_id))
+    if entry.type == "tool_result":
+        return base.ToolResult(content=str(entry.content), call_id=str(entry.call_id))
+    if entry.type == "reasoning":
+        return base.ReasoningItem(content=entry.content)
+    kind = {"user_message": base.UserMessage, "assistant_message": base.AssistantMessage}
+    return kind[entry.type](content=str(entry.content))
+
+
+def test_an_uploaded_episode_is_the_sdks_rollout(platform: Platform, tmp_path: Path) -> None:
+    from openreward import OpenReward
+    from openreward.models import RolloutInfo, RunInfo
+
+    platform.ids[DEPLOYMENT] = "env-7"
+    uploader = RolloutUploader("run-a", run_info=RUN_INFO)
+    with RecordTrajectories(OrsEnv(deployment=DEPLOYMENT), tmp_path / "t.jsonl",
+                            upload=uploader) as env:
+        _episode(env)
+    assert uploader.flush(30)
+    ours = platform.received_events()
+    our_requests = [(r.method, r.path) for r in platform.requests("/v1/")]
+    (record,) = read_trajectories(tmp_path / "t.jsonl")
+    (update,) = [e for e in ours if e["eventType"] == "rollout_update"]
+    uploader.close()
+    platform.clear()
+
+    client = OpenReward(api_key=KEY)
+    rollout = client.rollout.create(
+        "run-a", environment=DEPLOYMENT, split=record["split"], task_spec=record["task_spec"],
+        run_info=RunInfo(**RUN_INFO))  # type: ignore[arg-type]
+    entries = log_entries(record)
+    for n, entry in enumerate(entries):
+        info = (RolloutInfo(**update["rollout_info"]) if n == len(entries) - 1 else None)
+        rollout.log(_sdk_message(entry), reward=entry.reward, is_finished=entry.is_finished,
+                    rollout_info=info)
+    client.rollout.close()
+    client.close()
+    theirs = platform.received_events()
+
+    assert _normalized(ours) == _normalized(theirs)
+    assert [e["type"] for e in ours if e["eventType"] == "message"] == [
+        "user_message", "tool_call", "tool_result", "assistant_message", "tool_call",
+        "tool_result"]
+    assert ours[0]["environment_id"] == "env-7" and update["rollout_info"]["task_index"] == 0
+    assert ours[-1]["reward"] == 0.5 and ours[-1]["isFinished"] is True
+    their_requests = [(r.method, r.path) for r in platform.requests("/v1/")]
+    assert set(our_requests) == set(their_requests) == {
+        ("GET", "/v1/environments/Acme/tools"), ("POST", "/v1/rollouts")}
+    assert all(r.headers["x-api-key"] == KEY for r in platform.requests("/v1/rollouts"))
+
+
+def test_a_step_never_waits_for_an_upload_and_a_failed_post_is_resent(
+    platform: Platform, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    platform.hold = threading.Event()  # the platform answers no upload until set
+    platform.fail_rollouts = 1
+    uploader = RolloutUploader("run-b", max_age=0.0, backoff=0.01)
+
+    def episodes() -> None:
+        with RecordTrajectories(OrsEnv(env_class=ECHO), tmp_path / "t.jsonl",
+                                upload=uploader) as env:
+            for index in range(3):
+                _episode(env, index)
+
+    runner = threading.Thread(target=episodes)
+    runner.start()
+    runner.join(60)  # a step waiting for the held upload would never end
+    assert not runner.is_alive()
+    # Every episode finished while the platform answered no upload.
+    assert platform.received_events() == [] and uploader.sent == 0
+    platform.hold.set()
+    uploader.close()
+    events = platform.received_events()
+    assert platform.fail_rollouts == 0  # the 503 was answered, and the batch sent again
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 1, 2]
+    assert len({e["eventId"] for e in events if e["eventType"] != "rollout_update"}) == len(
+        [e for e in events if e["eventType"] != "rollout_update"])  # each once
+    assert len(events) == 3 * (1 + 6 + 1) and uploader.failed == 0
+    assert KEY not in caplog.text
+    with pytest.raises(RuntimeError, match="closed"):
+        uploader.submit(read_trajectories(tmp_path / "t.jsonl")[0])
+
+
+def test_nothing_is_lost_at_exit(platform: Platform, tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        from ors_gym.env import OrsEnv
+        from ors_gym.platform import RolloutUploader
+        from ors_gym.wrappers import RecordTrajectories
+        from tests.platform.test_rollout_upload import _episode
+
+        uploader = RolloutUploader("run-exit", max_age=3600)  # nothing is due before exit
+        env = RecordTrajectories(OrsEnv(deployment={DEPLOYMENT!r}),
+                                 {str(tmp_path / 't.jsonl')!r}, upload=uploader)
+        for index in range(4):
+            _episode(env, index % 3)
+        print("episodes done", uploader.sent)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "episodes done 0" in done.stdout  # exit came before any upload was due
+    events = platform.received_events()
+    assert {e.get("runName") for e in events if e["eventType"] == "rollout"} == {"run-exit"}
+    assert len(events) == 4 * (1 + 6 + 1)
+
+
+def test_eval_uploads_scored_episodes(
+    platform: Platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ors_gym.cli import main
+
+    argv = ["eval", "ors/Counter-v0", "--model", "scripted", "--episodes", "2",
+            "--out", str(tmp_path / "run"), "--upload", "run-eval", "--no-progress-bar"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    events = platform.received_events()
+    started = [e for e in events if e["eventType"] == "rollout"]
+    assert [e["run_info"] for e in started] == [{"model_name": "scripted",
+                                                 "run_type": "eval"}] * 2
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 1]
+    assert f"uploaded: {len(events)} rollout events of run 'run-eval'" in out
+    assert KEY not in out
+
+    from ors_gym.eval import evaluate
+
+    platform.clear()
+    evaluate("ors/Counter-v0", "scripted", episodes=1, out=None, upload="run-py")
+    assert [e["runName"] for e in platform.received_events()
+            if e["eventType"] == "rollout"] == ["run-py"]  # sent before evaluate returned
+
+
+def test_a_record_that_is_no_rollout_is_skipped_with_a_warning(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    with RolloutUploader("run-c") as uploader:
+        uploader.submit({"steps": [1]})
+        uploader.submit({"prompt": "hi", "steps": [], "index": 4})
+        assert uploader.flush(30)
+    assert "cannot be read as a rollout" in caplog.text
+    events = platform.received_events()
+    assert [e["eventType"] for e in events] == ["rollout", "rollout_update", "message"]
+    assert events[1]["rollout_info"] == {"task_index": 4}
