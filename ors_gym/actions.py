@@ -10,7 +10,9 @@ agents and model clients actually produce and returns a :class:`ParsedAction`:
 - a ``dict``: ``{"tool_calls": [...], "message": "..."}`` whose calls may be in
   the generic shape or as OpenAI chat-completions, Anthropic ``tool_use`` or
   OpenAI Responses ``function_call`` items; or one bare call dict;
-- a ``list``/``tuple`` of call dicts, or :class:`ToolCall` objects.
+- a ``list``/``tuple`` of call dicts, or :class:`ToolCall` objects;
+- a :class:`ParsedAction`, taken as it is (a model family's parser read the
+  completion already: its calls run, its ``errors`` reach the agent).
 
 Two kinds of failure are kept apart. A malformed action *structure* is a
 programming error and raises :class:`~ors_gym.errors.OrsActionError`. A tool
@@ -91,6 +93,8 @@ def parse_action(action: Any) -> ParsedAction:
             return _parse_calls(action, "", where="action")
         if isinstance(action, ToolCall):
             return _parse_calls([action], "", where="action", indexed=False)
+        if isinstance(action, ParsedAction):  # parsed already, by a model family's own parser
+            return action
     except OrsActionError:
         raise
     except RecursionError:
