@@ -45,6 +45,7 @@ __all__ = [
     "HOSTED_NAMESPACE",
     "NAMESPACE",
     "REMOTE_NAMESPACE",
+    "async_env_arguments",
     "gym_name",
     "hosted_id",
     "register_bundled",
@@ -307,3 +308,25 @@ def task_count(
     finally:
         made.close()
     return count if first is None else min(count, first)
+
+
+_WHERE = ("base_url", "env_class", "env_name")
+
+
+def async_env_arguments(env_id: str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``AsyncOrsEnv``'s keyword arguments for a registered ORS id: the id's own, then
+    ``overrides`` (a bundled id given a ``base_url`` talks to that server, by its name)."""
+    if env_id not in gym.registry:
+        known = sorted(k for k in gym.registry if k.startswith("ors"))
+        raise ValueError(f"unknown environment id {env_id!r}; registered ORS ids: {known}")
+    spec = gym.spec(env_id)
+    if spec.entry_point != ENTRY_POINT:
+        raise TypeError(f"{env_id!r} is not an ORS environment id ({spec.entry_point})")
+    kwargs = {**spec.kwargs, **dict(overrides or {})}
+    kwargs.pop("render_mode", None)
+    where = {k: kwargs.pop(k) for k in _WHERE if k in kwargs}
+    if where.get("base_url") is not None:
+        where.pop("env_class", None)
+        if not where.get("env_name"):  # a bundled id served elsewhere: ors/QA-v0 -> "qa"
+            where["env_name"] = spec.name.lower()
+    return {**where, **kwargs}

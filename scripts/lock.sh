@@ -6,7 +6,8 @@
 #                   setup.sh pins; scripts/setup.sh installs with it as a constraint;
 #   verifiers.lock  the verifiers bridge's own venv (scripts/verifiers-venv.sh --lock);
 #   verl.lock       the veRL bridge's own venv (scripts/verl-venv.sh --lock, which also rebuilds
-#                   that venv when its lock changed).
+#                   that venv when its lock changed);
+#   tinker.lock     the Tinker bridge's own venv (scripts/tinker-venv.sh --lock, the same way).
 # A fresh clone so gets what the suite was last run with; pyproject.toml keeps the library's own
 # ranges open. Run it after changing pyproject.toml's dependencies or extras, and to move to
 # newer releases.
@@ -39,4 +40,5 @@ rm -f requirements/dev.lock.new
 echo "lock.sh: requirements/dev.lock: $(grep -c '==' requirements/dev.lock) pinned packages ($TORCH)"
 bash scripts/verifiers-venv.sh --lock >/dev/null
 bash scripts/verl-venv.sh --lock >/dev/null
-echo "lock.sh: requirements/verifiers.lock and requirements/verl.lock refreshed"
+bash scripts/tinker-venv.sh --lock >/dev/null
+echo "lock.sh: requirements/verifiers.lock, verl.lock and tinker.lock refreshed"

@@ -4,9 +4,10 @@
 #                    no Ray, linters or test tools, and no system package.
 #   setup.sh test    (the default) the whole suite: ".[dev]" (every extra and the tools),
 #                    Debian's chromium for the viewer's browser test (apt-get, only as root),
-#                    and the two bridges' venvs of their own, each from its lock, built beside
+#                    and the bridges' venvs of their own, each from its lock, built beside
 #                    the main install: scripts/verifiers-venv.sh (verifiers cannot share a venv
-#                    with the SDK) and scripts/verl-venv.sh (verl pins older transformers).
+#                    with the SDK), scripts/verl-venv.sh (verl pins older transformers) and
+#                    scripts/tinker-venv.sh (tinker-cookbook caps transformers too).
 # torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
 # package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
 # to the torch already there so that no other build of torch is ever fetched; set
@@ -37,8 +38,9 @@ fi
 chromium_job=""
 bridges_job=""
 if [ "$MODE" = test ]; then
-  echo "setup: building the verifiers and veRL venvs from their locks, beside the Python install"
-  ( bash scripts/verifiers-venv.sh && bash scripts/verl-venv.sh >/dev/null ) &
+  echo "setup: building the verifiers, veRL and Tinker venvs from their locks, beside the Python install"
+  ( bash scripts/verifiers-venv.sh && bash scripts/verl-venv.sh >/dev/null \
+    && bash scripts/tinker-venv.sh >/dev/null ) &
   bridges_job=$!
 fi
 have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
@@ -93,7 +95,7 @@ else
 fi
 
 if [ -n "$bridges_job" ]; then
-  wait "$bridges_job" || { echo "setup: building the verifiers or veRL venv failed" >&2; exit 1; }
+  wait "$bridges_job" || { echo "setup: building the verifiers, veRL or Tinker venv failed" >&2; exit 1; }
 fi
 if [ -n "$chromium_job" ]; then
   wait "$chromium_job" || echo "setup: apt-get could not install chromium; the browser test will skip"

@@ -26,7 +26,7 @@ from ors_gym.formats import to_ors_messages
 from ors_gym.protocol import GroupScore, Message, MessageBlock, TextBlock, ToolResultBlock
 from ors_gym.trajectories import trajectory_messages
 
-__all__ = ["candidate", "score_group"]
+__all__ = ["ascore_group", "candidate", "score_group"]
 
 
 @overload
@@ -68,6 +68,49 @@ def score_group(
     not support group scoring.
     """
     ors: Any = env.unwrapped
+    scorer, name, sid, candidates = _request(ors, group, metadata)
+    return _scores(ors, sid, scorer(name, sid, candidates), len(candidates), detailed)
+
+
+@overload
+async def ascore_group(
+    env: Any,
+    group: Sequence[Any],
+    *,
+    metadata: Sequence[Mapping[str, Any] | None] | None = ...,
+    detailed: Literal[False] = ...,
+) -> list[float]: ...
+
+
+@overload
+async def ascore_group(
+    env: Any,
+    group: Sequence[Any],
+    *,
+    metadata: Sequence[Mapping[str, Any] | None] | None = ...,
+    detailed: Literal[True],
+) -> list[GroupScore]: ...
+
+
+async def ascore_group(
+    env: Any,
+    group: Sequence[Any],
+    *,
+    metadata: Sequence[Mapping[str, Any] | None] | None = None,
+    detailed: bool = False,
+) -> list[float] | list[GroupScore]:
+    """:func:`score_group` for an :class:`~ors_gym.AsyncOrsEnv` (after ``await reset()``),
+    awaited on its async backend."""
+    ors: Any = getattr(env, "unwrapped", env)
+    scorer, name, sid, candidates = _request(ors, group, metadata)
+    return _scores(ors, sid, await scorer(name, sid, candidates), len(candidates), detailed)
+
+
+def _request(
+    ors: Any, group: Sequence[Any], metadata: Sequence[Mapping[str, Any] | None] | None
+) -> tuple[Any, str, str, list[dict[str, Any]]]:
+    """The backend's ``score_group``, the env's name, its session and the candidates,
+    after checking that ``ors`` can score ``group``."""
     backend = getattr(ors, "backend", None)
     if backend is None or not hasattr(ors, "session_id"):
         raise TypeError(
@@ -110,10 +153,15 @@ def score_group(
             for m in built["messages"]
         ]
         candidates.append(built)
-    scores = scorer(ors.env_name, sid, candidates)
-    if len(scores) != len(candidates):
+    return scorer, ors.env_name, sid, candidates
+
+
+def _scores(
+    ors: Any, sid: str, scores: Sequence[GroupScore], expected: int, detailed: bool
+) -> list[float] | list[GroupScore]:
+    if len(scores) != expected:
         raise OrsProtocolError(
-            f"score_group answered {len(scores)} scores for {len(candidates)} candidates",
+            f"score_group answered {len(scores)} scores for {expected} candidates",
             server=ors.location,
             env_name=ors.env_name,
             session_id=sid,
@@ -121,7 +169,6 @@ def score_group(
     if detailed:
         return list(scores)
     return [float(s.reward) for s in scores]
-
 
 def candidate(
     member: Any, metadata: Mapping[str, Any] | None = None, *, index: int | None = None

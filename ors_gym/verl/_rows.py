@@ -14,15 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import gymnasium as gym
-
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.platform import dataset_indices
-from ors_gym.registration import ENTRY_POINT, task_count
+from ors_gym.registration import async_env_arguments, task_count
 
 __all__ = ["EpisodeRow", "rows"]
-
-_WHERE = ("base_url", "env_class", "env_name")
 
 
 @dataclass(frozen=True)
@@ -62,20 +58,7 @@ class EpisodeRow:
 
     def make(self) -> AsyncOrsEnv:
         """An ``AsyncOrsEnv`` for this row: the registered id's arguments, then the row's."""
-        if self.env_id not in gym.registry:
-            known = sorted(k for k in gym.registry if k.startswith("ors"))
-            raise ValueError(f"unknown environment id {self.env_id!r}; registered ORS ids: {known}")
-        spec = gym.spec(self.env_id)
-        if spec.entry_point != ENTRY_POINT:
-            raise TypeError(f"{self.env_id!r} is not an ORS environment id ({spec.entry_point})")
-        kwargs = {**spec.kwargs, **self.env_kwargs}
-        kwargs.pop("render_mode", None)
-        where = {k: kwargs.pop(k) for k in _WHERE if k in kwargs}
-        if where.get("base_url") is not None:
-            where.pop("env_class", None)
-            if not where.get("env_name"):  # a bundled id served elsewhere: ors/QA-v0 -> "qa"
-                where["env_name"] = spec.name.lower()
-        return AsyncOrsEnv(**where, **kwargs)
+        return AsyncOrsEnv(**async_env_arguments(self.env_id, self.env_kwargs))
 
 
 def rows(
