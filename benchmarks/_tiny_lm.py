@@ -1,9 +1,12 @@
 """A tiny chat model built here (no download), for the learning benchmark and its test.
 
-``tokenizer(env_ids)``: a byte-level BPE trained on chat-template renders of the
-given environments' conversations, with TRL's bundled Qwen3 chat template (tools,
-``<tool_call>`` turns, ``<|im_end|>``). ``model(tokenizer, seed)``: a small Qwen3
-with random weights. ``warm_up(...)``: supervised steps on whole token episodes
+``tokenizer(env_ids, family=...)``: a byte-level BPE trained on chat-template renders
+of the given environments' conversations, with a model family's real chat template
+as TRL ships it (``qwen3``: Qwen3's, Hermes JSON calls; ``qwen3.5``: Qwen3.5's,
+``<function=...>`` XML calls, its tags and vision tokens single ids as in its own
+tokenizer). ``tool_call(name, arguments, family)``: a call in that family's format.
+``model(tokenizer, seed)``: a small Qwen3 with random weights. ``warm_up(...)``:
+supervised steps on whole token episodes
 (next-token loss on the sampled positions only, mask 1), so that the model writes
 the tool-call format before reinforcement learning starts. Needs the ``trl`` extra.
 """
@@ -12,29 +15,76 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["model", "tokenizer", "tool_call", "warm_up"]
+__all__ = ["FAMILIES", "model", "template_kwargs", "tokenizer", "tool_call", "warm_up"]
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
-def tool_call(name: str, arguments: dict[str, Any]) -> str:
-    """An assistant turn's text in the Qwen3 tool-call format."""
-    return f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}\n</tool_call>'
+@dataclass(frozen=True)
+class _Family:
+    """A family's chat template (a file of TRL's), the tokens its own tokenizer has as
+    single ids beyond ``SPECIAL``, and the template kwargs the benchmark renders with."""
+
+    template: str
+    special: tuple[str, ...] = ()
+    added: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, Any], ...] = ()
 
 
-def _corpus(env_ids: Sequence[str], replies: Sequence[str], tasks: int) -> list[str]:
+FAMILIES: dict[str, _Family] = {
+    "qwen3": _Family("qwen3.jinja"),
+    # Thinking off, as the small Qwen3.5 models default: the prompt closes an empty
+    # <think> block, and the model writes its call at once.
+    "qwen3.5": _Family(
+        "qwen3_5_think.jinja",
+        special=("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"),
+        added=("<tool_call>", "</tool_call>", "<think>", "</think>", "<tool_response>",
+               "</tool_response>"),
+        kwargs=(("enable_thinking", False),),
+    ),
+}
+
+
+def tool_call(name: str, arguments: dict[str, Any], family: str = "qwen3") -> str:
+    """An assistant turn's text: one call in ``family``'s tool-call format."""
+    if family == "qwen3":
+        return (f'<tool_call>\n{{"name": "{name}", "arguments": {json.dumps(arguments)}}}'
+                "\n</tool_call>")
+    from ors_gym.families import call_example
+
+    return call_example(family, name, arguments)
+
+
+def template_kwargs(family: str) -> dict[str, Any]:
+    """The chat-template kwargs ``family``'s runs render with."""
+    return dict(FAMILIES[family].kwargs)
+
+
+def _template(family: str) -> str:
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("trl")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("needs trl (the trl extra) for its bundled chat templates")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "chat_templates"
+    return (folder / FAMILIES[family].template).read_text(encoding="utf-8")
+
+
+def _corpus(env_ids: Sequence[str], replies: Sequence[str], tasks: int,
+            family: str) -> list[str]:
     import gymnasium as gym
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
 
     import ors_gym  # noqa: F401  (registers the ors/ ids)
     from ors_gym.formats import render_messages
 
     raw = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.BPE()))
-    raw.chat_template = qwen3_chat_template
+    raw.chat_template = _template(family)
     out = []
     for env_id in env_ids:
         env = gym.make(env_id)
@@ -48,29 +98,33 @@ def _corpus(env_ids: Sequence[str], replies: Sequence[str], tasks: int) -> list[
                     chat = [*prompt, {"role": "assistant", "content": reply}, result,
                             {"role": "assistant", "content": reply}]
                     out.append(raw.apply_chat_template(chat, tools=ors.tools_as("openai"),
-                                                       tokenize=False))
+                                                       tokenize=False,
+                                                       **template_kwargs(family)))
         finally:
             env.close()
     return out
 
 
 def tokenizer(env_ids: Sequence[str], replies: Sequence[str], *, vocab: int = 600,
-              tasks: int = 3) -> Any:
-    """A ``PreTrainedTokenizerFast`` over text of ``env_ids``' first ``tasks`` tasks."""
-    from tokenizers import Tokenizer, decoders, pre_tokenizers, trainers
+              tasks: int = 3, family: str = "qwen3") -> Any:
+    """A ``PreTrainedTokenizerFast`` over text of ``env_ids``' first ``tasks`` tasks, with
+    ``family``'s chat template and single-id tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, trainers
     from tokenizers import models as tok_models
     from transformers import PreTrainedTokenizerFast
-    from trl.chat_template_utils import qwen3_chat_template
 
+    fam = FAMILIES[family]
     bpe = Tokenizer(tok_models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(_corpus(env_ids, replies, tasks), trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=list(SPECIAL), show_progress=False,
+    bpe.train_from_iterator(_corpus(env_ids, replies, tasks, family), trainers.BpeTrainer(
+        vocab_size=vocab, special_tokens=[*SPECIAL, *fam.special], show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    if fam.added:
+        bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.added])
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        bos_token=None, chat_template=qwen3_chat_template)
+        bos_token=None, chat_template=_template(family))
 
 
 def model(tok: Any, *, seed: int, hidden: int = 64, layers: int = 2) -> Any:

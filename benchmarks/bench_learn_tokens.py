@@ -22,8 +22,11 @@ Reported per seed: the mean reward of the first and last ``--window`` steps,
 their difference and ratio, and the run's seconds; a plot of the curves and
 the JSON go to ``benchmarks/results/``. Run:
 ``python -m benchmarks.bench_learn_tokens`` (``--seeds 0 1 2``, ``--jobs 3``
-to run the seeds at once, ``--steps``, ``--quick`` for a short run). Needs
-the ``trl`` extra.
+to run the seeds at once, ``--steps``, ``--quick`` for a short run). ``--family
+qwen3.5`` runs the same with Qwen3.5's chat template and its ``<function=...>``
+XML tool calls (thinking off, through ``chat_template_kwargs``): the family is
+found from the tokenizer, and its completions read by its own parser. Needs the
+``trl`` extra (and ``tokens`` for a family other than ``qwen3``).
 """
 
 from __future__ import annotations
@@ -58,21 +61,23 @@ AMOUNTS = (1, 2, 3, 4, 5)
 MARGIN = 0.25  # the last steps' mean reward must beat the first steps' by this much
 
 
-def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = WARM_TASKS) -> list[tuple[Any, Any, Any]]:
+def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = WARM_TASKS,
+                 family: str = "qwen3") -> list[tuple[Any, Any, Any]]:
     """Token episodes of every amount on every task, each then ``done``: the format, not
     the answer (the amount does not depend on the target)."""
     import gymnasium as gym
 
     from ors_gym.tokens import TokenEnv
 
-    env = TokenEnv(gym.make(ENV), tokenizer)
+    env = TokenEnv(gym.make(ENV), tokenizer,
+                   chat_template_kwargs=_tiny_lm.template_kwargs(family))
     rows = []
     try:
         for index in tasks:
             for amount in AMOUNTS:
                 env.reset(options={"index": index})
-                for text in (_tiny_lm.tool_call("increment", {"amount": amount}),
-                             _tiny_lm.tool_call("done", {})):
+                for text in (_tiny_lm.tool_call("increment", {"amount": amount}, family),
+                             _tiny_lm.tool_call("done", {}, family)):
                     ids = tokenizer(text + tokenizer.eos_token, add_special_tokens=False)
                     env.step(list(ids["input_ids"]))
                 t = env.trajectory
@@ -82,17 +87,21 @@ def warm_up_rows(tokenizer: Any, tasks: tuple[int, ...] = WARM_TASKS) -> list[tu
     return rows
 
 
-def build(seed: int, warm_steps: int, lr: float) -> tuple[Any, Any, float]:
+def build(seed: int, warm_steps: int, lr: float,
+          family: str = "qwen3") -> tuple[Any, Any, float]:
     """The tokenizer, a warmed-up model for ``seed`` and its last warm-up loss."""
-    tok = _tiny_lm.tokenizer([ENV], [_tiny_lm.tool_call("increment", {"amount": a})
-                                     for a in AMOUNTS] + [_tiny_lm.tool_call("done", {})])
+    replies = [_tiny_lm.tool_call("increment", {"amount": a}, family) for a in AMOUNTS]
+    tok = _tiny_lm.tokenizer([ENV], [*replies, _tiny_lm.tool_call("done", {}, family)],
+                             family=family)
     lm = _tiny_lm.model(tok, seed=seed)
-    losses = _tiny_lm.warm_up(lm, warm_up_rows(tok), pad=tok.pad_token_id, steps=warm_steps, lr=lr)
+    rows = warm_up_rows(tok, family=family)
+    losses = _tiny_lm.warm_up(lm, rows, pad=tok.pad_token_id, steps=warm_steps, lr=lr)
     return tok, lm, losses[-1]
 
 
 def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations: int,
-          lr: float, out: str, config: dict[str, Any] | None = None) -> dict[str, Any]:
+          lr: float, out: str, config: dict[str, Any] | None = None,
+          family: str = "qwen3") -> dict[str, Any]:
     """One GRPO run; returns its per-step mean rewards."""
     import torch
     from trl import GRPOConfig, GRPOTrainer
@@ -101,7 +110,7 @@ def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations
 
     torch.set_num_threads(1)
     start = time.perf_counter()
-    tok, lm, warm_loss = build(seed, warm_steps, warm_lr)
+    tok, lm, warm_loss = build(seed, warm_steps, warm_lr, family)
     spec = OrsSpec(ENV, indices=list(TASKS))
     settings: dict[str, Any] = {
         "output_dir": out, "max_steps": steps, "per_device_train_batch_size": generations,
@@ -116,6 +125,8 @@ def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations
         # gradient: a warm-up and a larger epsilon keep that from wiping out the format
         "warmup_steps": 5, "adam_epsilon": 1e-4,
     }
+    if _tiny_lm.template_kwargs(family):  # reach the family's renderer through TRL's config
+        settings["chat_template_kwargs"] = _tiny_lm.template_kwargs(family)
     args = GRPOConfig(**{**settings, **(config or {})})
     trainer = GRPOTrainer(model=lm, processing_class=tok, args=args,
                           train_dataset=spec.train_dataset, rollout_func=spec.rollout_func,
@@ -124,7 +135,10 @@ def train(seed: int, *, steps: int, warm_steps: int, warm_lr: float, generations
     rewards = [h["rewards/ors_reward/mean"] for h in trainer.state.log_history
                if "rewards/ors_reward/mean" in h]
     spec.rollout_func.close()  # type: ignore[attr-defined]
+    from ors_gym.families import detect
+
     return {"seed": seed, "rewards": rewards, "warm_up_loss": warm_loss,
+            "renderer": detect(tok).family,
             "seconds": time.perf_counter() - start}
 
 
@@ -179,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                         help="more GRPOConfig settings (a number, true/false or text)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds run at once, one process each")
+    parser.add_argument("--family", choices=sorted(_tiny_lm.FAMILIES), default="qwen3",
+                        help="the chat template and tool-call format of the tiny model")
     parser.add_argument("--quick", action="store_true", help="8 steps, one seed")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
@@ -191,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         futures = [pool.submit(train, seed, steps=args.steps, warm_steps=args.warm_steps,
                                warm_lr=args.warm_lr,
                                generations=args.generations, lr=args.lr, out=f"{out}/{seed}",
-                               config=dict(_setting(c) for c in args.config))
+                               config=dict(_setting(c) for c in args.config),
+                               family=args.family)
                    for seed in args.seeds]
         for seed, future in zip(args.seeds, futures, strict=True):
             run = summarise(future.result(), args.window)
@@ -199,11 +216,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"seed {seed}: first {args.window} steps {run['first']:.3f}, last "
                   f"{args.window} {run['last']:.3f}, difference {run['difference']:+.3f}, "
                   f"ratio {run['ratio']:.2f}x (warm-up loss {run['warm_up_loss']:.3f}, "
-                  f"{run['seconds']:.0f} s)", flush=True)
+                  f"read as {run['renderer']}, {run['seconds']:.0f} s)", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    plot(runs, args.out / "bench_learn_tokens.png", args.window)
-    (args.out / "bench_learn_tokens.json").write_text(json.dumps(
-        {"env": ENV, "tasks": list(TASKS), "settings": {k: str(v) for k, v in vars(args).items()},
+    stem = "bench_learn_tokens" + ("" if args.family == "qwen3" else f"_{args.family}")
+    plot(runs, args.out / f"{stem}.png", args.window)
+    (args.out / f"{stem}.json").write_text(json.dumps(
+        {"env": ENV, "family": args.family, "tasks": list(TASKS),
+         "settings": {k: str(v) for k, v in vars(args).items()},
          "runs": runs}, indent=1) + "\n")
     learned = sum(r["learned"] for r in runs)
     print(f"learned (last - first >= {MARGIN}) on {learned} of {len(runs)} seeds; "
