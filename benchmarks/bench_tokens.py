@@ -200,8 +200,11 @@ def _run(rounds: int, turns: int) -> list[dict[str, Any]]:
     def med(values: list[float]) -> float:
         return statistics.median(values) * 1e6
 
-    for c in bridges:  # the env got the same actions in both pipelines: the same steps
-        assert per[c][0]["actions"] == per["text"][0]["actions"], c
+    def calls(actions: list[Any]) -> list[Any]:
+        return [([(c.name, c.arguments) for c in a.tool_calls], a.message) for a in actions]
+
+    for c in bridges:  # the env got the same calls in both pipelines: the same steps
+        assert calls(per[c][0]["actions"]) == calls(per["text"][0]["actions"]), c
     last = turns
     base = {key: {t: med([ep[key][t - 1] for ep in per["text"]]) for t in (EARLY, last)}
             for key in ("rerender", "inner")}
