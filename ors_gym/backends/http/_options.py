@@ -41,14 +41,18 @@ class HttpOptions:
         "Seconds one tool call may take end to end; None waits as long as the server "
         "keeps the stream alive with its pings."))
     max_retries: int = field(default=5, metadata=_doc(
-        "How many times a request is resent after a dropped connection or a 429, 502, "
-        "503 or 504 answer (a refused connection fails at once); the first retry is "
-        "logged at WARNING."))
+        "How many times a request is resent after a dropped connection or a 502, 503 "
+        "or 504 answer (a refused connection fails at once; a 429 spends none, see "
+        "`rate_limit_timeout`); the first retry is logged at WARNING."))
     backoff: float = field(default=0.5, metadata=_doc(
         "Seconds before the first retry, doubled for each further one (a `Retry-After` "
         "answer header wins)."))
     starting_ride_out: float = field(default=600.0, metadata=_doc(
         "Seconds an environment whose `setup()` is still running is waited for."))
+    rate_limit_timeout: float = field(default=600.0, metadata=_doc(
+        "Seconds requests keep waiting out `429 Too Many Requests` answers (as long as "
+        "their `Retry-After` asks, spending no retries) while no request of this process "
+        "to that server and API key gets through."))
     setup_timeout: float = field(default=SETUP_TIMEOUT_S, metadata=_doc(
         "Seconds creating a session and getting its prompt may take (the environment's "
         "constructor, `setup()` and prompt run meanwhile)."))
@@ -79,7 +83,7 @@ class HttpOptions:
                                  f"got {value!r}")
         if _not_int(self.max_retries) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        for name in ("backoff", "starting_ride_out"):
+        for name in ("backoff", "starting_ride_out", "rate_limit_timeout"):
             value = getattr(self, name)
             if _not_number(value) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")

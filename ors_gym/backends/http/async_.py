@@ -336,7 +336,7 @@ class AsyncHttpBackend(AsyncFace):
 
     async def _delete_quietly(self, sid: str) -> None:
         try:
-            await self._run(self._ops.delete(sid, max_retries=0, timeout=BACKGROUND_TIMEOUT_S))
+            await self._run(self._ops.delete(sid, timeout=BACKGROUND_TIMEOUT_S))
         except OrsError as exc:
             logger.debug("delete of session %s at close failed: %s", sid, exc.message)
 

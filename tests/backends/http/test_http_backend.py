@@ -431,12 +431,24 @@ def test_gateway_errors_are_retried(faulty: tuple[FaultyApp, str]) -> None:
 
 def test_retries_run_out(faulty: tuple[FaultyApp, str]) -> None:
     app, url = faulty
-    app.add(Fault("/health", 429, times=100))
+    app.add(Fault("/health", 502, times=100))
     with HttpBackend(url, max_retries=2, backoff=0.01) as b, \
+            pytest.raises(OrsServerError) as err:
+        b.health()
+    assert err.value.status_code == 502
+    assert app.hits["/health"] == 3
+
+
+def test_429s_run_out_in_time_without_progress(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/health", 429, times=1000))
+    with HttpBackend(url, max_retries=0, backoff=0.01, rate_limit_timeout=0.3) as b, \
             pytest.raises(OrsRequestError) as err:
         b.health()
     assert err.value.status_code == 429
-    assert app.hits["/health"] == 3
+    assert app.hits["/health"] > 1  # max_retries=0 did not stop it: 429s spend none
+    assert "gave up after rate_limit_timeout=0.3 s without progress" in str(err.value)
+    assert "HttpBackend(rate_limit_timeout=...)" in str(err.value)
 
 
 def test_500_is_never_retried(faulty: tuple[FaultyApp, str]) -> None:
@@ -463,10 +475,11 @@ def test_a_gateway_answer_before_the_call_started_is_resent_and_the_tool_runs_on
         assert result.ok and app.hits["/echo/call"] == 3
         assert Echo.counts[token] == 1
         app.add(Fault("/echo/call", status, times=10, body=page, content_type="text/html"))
-        with HttpBackend(url, max_retries=1, backoff=0.01) as spent, \
+        with HttpBackend(url, max_retries=1, backoff=0.01, rate_limit_timeout=0.2) as spent, \
                 pytest.raises(OrsServerError if status != 429 else OrsRequestError) as err:
             spent.call("echo", sid, "slow_count", {"token": token})
-        assert err.value.status_code == status and "gave up after 2 tries" in str(err.value)
+        ran_out = "rate_limit_timeout=0.2 s" if status == 429 else "gave up after 2 tries"
+        assert err.value.status_code == status and ran_out in str(err.value)
         assert Echo.counts[token] == 1  # the budget ran out; the tool never ran again
 
 
