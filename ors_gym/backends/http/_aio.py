@@ -47,6 +47,8 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
         self._transport: asyncio.Transport | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
+        #: Bytes received so far, ever.
+        self.received = 0
         self._eof = False
         self._lost: Exception | None = None
         self._closed = False
@@ -63,6 +65,7 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
     def data_received(self, data: bytes) -> None:
         self._chunks.append(data)
         self._buffered += len(data)
+        self.received += len(data)
         if self._buffered > _HIGH_WATER and not self._paused_reading and self._transport:
             self._paused_reading = True
             self._transport.pause_reading()

@@ -16,13 +16,20 @@ import httpcore
 import httpx
 
 from ors_gym.backends.http._aio import AsyncioBackend
-from ors_gym.backends.http._http11 import Http11Pool
+from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
 
-__all__ = ["PooledTransport", "httpx_error", "pooled_client"]
+__all__ = ["IdleConnectionClosedError", "PooledTransport", "httpx_error", "pooled_client"]
+
+
+class IdleConnectionClosedError(httpx.RemoteProtocolError):
+    """The server had closed the kept-alive connection a request was written on while it
+    sat idle; it never read the request (see ``_http11.IdleConnectionClosed``)."""
+
 
 #: httpcore's exceptions and the httpx ones ``httpx.AsyncHTTPTransport`` raises for them,
 #: most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (IdleConnectionClosed, IdleConnectionClosedError),
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
     (httpcore.ReadTimeout, httpx.ReadTimeout),
     (httpcore.WriteTimeout, httpx.WriteTimeout),

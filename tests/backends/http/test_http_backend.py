@@ -367,13 +367,30 @@ def test_dropped_stream_is_resumed_and_the_tool_runs_once(srv: ServerThread) -> 
 def test_drop_before_acknowledgement_is_not_resent(srv: ServerThread,
                                                    backend: HttpBackend) -> None:
     token = uuid.uuid4().hex
+    # Every request on a new connection: the call's is no kept-alive one the server
+    # closed while idle, so its drop may have come after the server read it.
     with CuttingProxy(srv.url, cut_request_on=b"POST /echo/call ") as proxy, \
-            HttpBackend(proxy.url, backoff=0.01) as b:
+            HttpBackend(proxy.url, backoff=0.01, max_keepalive_connections=0) as b:
         sid = _echo_session(b)
         with pytest.raises(OrsConnectionError, match="cannot know whether the tool ran"):
             b.call("echo", sid, "slow_count", {"token": token})
         assert proxy.count(b"POST /echo/call ") == 1
         assert _text(backend.call("echo", sid, "count", {"token": token})) == "0"
+
+
+def test_a_call_on_a_connection_closed_while_idle_is_sent_again_and_runs_once(
+    srv: ServerThread,
+) -> None:
+    token = uuid.uuid4().hex
+    # The proxy closes the kept-alive connection as the call arrives, without passing
+    # it on: what a server whose idle timer fired just then does.
+    with CuttingProxy(srv.url, cut_request_on=b"POST /echo/call ") as proxy, \
+            HttpBackend(proxy.url, max_retries=0) as b:
+        sid = _echo_session(b)
+        assert _text(b.call("echo", sid, "slow_count", {"token": token})) == "1"
+        assert proxy.cuts_done == 1 and proxy.count(b"POST /echo/call ") == 2
+        assert proxy.count(b'"task_id":"') == 0  # sent again as new: it never ran
+    assert Echo.counts[token] == 1
 
 
 def test_resume_of_a_call_the_server_forgot(faulty: tuple[FaultyApp, str]) -> None:
