@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import httpx
+
 __all__ = ["SETUP_TIMEOUT_S", "HttpOptions", "option_names"]
 
 #: Default bound on creating a session and waiting for its prompt (the SDK's creation
@@ -29,8 +31,9 @@ def _doc(text: str) -> dict[str, str]:
 class HttpOptions:
     """How an HTTP backend talks to its server: how patient to be, what to send.
 
-    Frozen; ``replace(**changes)`` gives a checked copy. Every field is an
-    option of ``gym.make``/``OrsEnv``/``OrsVectorEnv`` and of both HTTP faces.
+    Frozen; ``replace(**changes)`` gives a checked copy (a pickled one has no
+    ``transport``). Every field is an option of ``gym.make``/``OrsEnv``/
+    ``OrsVectorEnv`` and of both HTTP faces.
     """
 
     timeout: float = field(default=30.0, metadata=_doc(
@@ -70,6 +73,11 @@ class HttpOptions:
         "up to `timeout`."))
     max_keepalive_connections: int | None = field(default=100, metadata=_doc(
         "The most idle connections kept for reuse (None: all)."))
+    transport: httpx.AsyncBaseTransport | None = field(default=None, metadata=_doc(
+        "The `httpx.AsyncBaseTransport` every request is sent through (e.g. "
+        "`httpx.AsyncHTTPTransport(proxy=...)`), shared and not closed by the env; None: "
+        "ors_gym's own pool, or httpx's client when a proxy variable (`HTTPS_PROXY`, "
+        "`HTTP_PROXY`, `ALL_PROXY`, with `NO_PROXY`) is set."))
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "setup_timeout"):
@@ -98,10 +106,21 @@ class HttpOptions:
                 _not_int(self.max_keepalive_connections) or self.max_keepalive_connections < 0):
             raise ValueError(f"max_keepalive_connections must be None (keep every idle "
                              f"connection) or an int >= 0, got {self.max_keepalive_connections!r}")
+        if self.transport is not None and not isinstance(self.transport,
+                                                         httpx.AsyncBaseTransport):
+            sync = isinstance(self.transport, httpx.BaseTransport)
+            raise TypeError(
+                "transport must be an httpx.AsyncBaseTransport such as "
+                f"httpx.AsyncHTTPTransport(proxy=...), got {type(self.transport).__name__}"
+                + (" (a blocking transport; use its Async twin)" if sync else ""))
         if not isinstance(self.headers, Mapping):
             raise TypeError(f"headers must be a dict of str to str, got "
                             f"{type(self.headers).__name__}")
         object.__setattr__(self, "headers", {str(k): str(v) for k, v in self.headers.items()})
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A transport holds this process's connections: pickled (or copied) options have none.
+        return {**self.__dict__, "transport": None}
 
     @classmethod
     def of(cls, base: HttpOptions | None = None, **changes: Any) -> HttpOptions:

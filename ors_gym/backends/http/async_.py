@@ -64,11 +64,12 @@ class AsyncHttpBackend(AsyncFace):
     ``X-API-Key`` and never shown in logs, reprs or errors.
 
     The ``HttpOptions`` (timeouts, retries, keepalive, size cap, headers,
-    connection limits) come as ``options=`` or by name
+    connection limits, transport) come as ``options=`` or by name
     (``AsyncHttpBackend(url, call_timeout=60)``), read back as ``options``.
     ``transport`` is any ``httpx.AsyncBaseTransport`` to send through, shared
     (the backend does not close it); without one the backend keeps its own
-    ``pooled_client``. Requests are handed to the transport directly rather
+    ``pooled_client`` (which honours the proxy variables as httpx does).
+    Requests are handed to the transport directly rather
     than through an ``httpx.AsyncClient``, whose per-request layers (auth flow,
     redirects, cookies, hooks) the operations already do as ORS needs them.
     """
@@ -81,7 +82,6 @@ class AsyncHttpBackend(AsyncFace):
         variant: str | None = None,
         api_key: str | None = None,
         options: HttpOptions | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         _set_as: str = "AsyncHttpBackend",
         **option_values: Any,
     ) -> None:
@@ -90,7 +90,7 @@ class AsyncHttpBackend(AsyncFace):
                                   deployment=deployment, variant=variant)
         self.base_url = self.location = self.settings.location
         self._ops = Ops(self.settings, time.monotonic)
-        self._shared = transport
+        self._shared = self.options.transport
         self.forget_sessions()
 
     def forget_sessions(self) -> None:
@@ -103,6 +103,8 @@ class AsyncHttpBackend(AsyncFace):
         self._keepalive: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
+        # A transport is this process's (its options pickle without it): a copy elsewhere
+        # makes its own pool.
         state = self.__dict__.copy()
         for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls"):
             state.pop(key, None)
