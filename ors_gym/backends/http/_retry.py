@@ -138,8 +138,9 @@ class RetryBudget:
 
     def finish(self, now: float, gave_up: bool = False) -> None:
         """The request is over; ends this request's part in a rate-limit episode."""
-        self.gate.done(self.limited, now, gave_up)
-        self.limited = Limited()
+        if self.limited.answers:
+            self.gate.done(self.limited, now, gave_up)
+            self.limited = Limited()
 
     def first_retry(self) -> bool:
         """Whether the delay just given is this request's first retry after a failure."""
