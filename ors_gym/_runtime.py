@@ -29,15 +29,14 @@ locks belong to the parent's threads) and make new ones on first use.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Coroutine
 from types import CoroutineType
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ors_gym._compat.asyncio import (
     get_running_loop_or_none,
@@ -45,12 +44,11 @@ from ors_gym._compat.asyncio import (
     running_loop_set_aside,
 )
 
-__all__ = ["IDLE_GRACE_S", "Runtime", "blocking", "finish_loop"]
+__all__ = ["IDLE_GRACE_S", "Runtime", "finish_loop"]
 
 logger = logging.getLogger("ors_gym")
 
 _T = TypeVar("_T")
-_P = ParamSpec("_P")
 
 #: Seconds the loop may sit undriven with tasks pending before the background driver
 #: takes over (calls closer together than this never leave the caller's thread).
@@ -367,25 +365,6 @@ def finish_loop(loop: asyncio.AbstractEventLoop) -> None:
             logger.debug("default executor not shut down: %s", exc)
     finally:
         loop.close()
-
-
-class _Driven(Protocol):
-    """A blocking face: an async backend (``core``) and the runtime that drives it."""
-
-    core: Any
-    runtime: Runtime
-
-
-def blocking(
-    method: Callable[Concatenate[Any, _P], Coroutine[Any, Any, _T]],
-) -> Callable[Concatenate[_Driven, _P], _T]:
-    """The blocking twin of an async backend method: run it on the face's runtime."""
-
-    @functools.wraps(method)
-    def run(self: _Driven, *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        return self.runtime.run(method(self.core, *args, **kwargs))
-
-    return run
 
 
 _LIVE: weakref.WeakSet[Runtime] = weakref.WeakSet()

@@ -7,6 +7,8 @@
 - ``CuttingProxy`` is a TCP proxy that cuts one connection when a marker
   passes: after the ``task_id`` event of a tool-call stream (the call must be
   resumed), or as a request goes out (the call must not be resent).
+- ``ForwardProxy`` is a tiny HTTP forward proxy (absolute-form requests to
+  ``http://`` URLs, one request per connection) that records what it forwarded.
 - ``FastReaper`` reaps idle sessions of a running ``ServerThread`` after
   ``idle`` seconds instead of 900, with the SDK's own ``_delete_session``,
   on the server's event loop.
@@ -32,6 +34,7 @@ __all__ = [
     "FastReaper",
     "Fault",
     "FaultyApp",
+    "ForwardProxy",
     "UvicornThread",
     "json_body",
     "wait_for",
@@ -276,6 +279,71 @@ class CuttingProxy:
         self._cut(*socks)
 
     def __enter__(self) -> CuttingProxy:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+# -- a forward proxy ----------------------------------------------------------------------
+
+
+class ForwardProxy:
+    """An HTTP forward proxy on 127.0.0.1 for ``http://`` URLs, as ``HTTP_PROXY`` names one.
+
+    Each connection carries one request in absolute form (``GET http://host:port/path``):
+    it is sent on to that origin in origin form with ``Connection: close``, and the
+    answer streamed back until the origin closes. ``seen`` lists ``(method, url)``.
+    """
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, name="forward-proxy", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        with client:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                piece = client.recv(65536)
+                if not piece:
+                    return
+                data += piece
+            head, _, body = data.partition(b"\r\n\r\n")
+            line, *fields = head.decode("latin-1").split("\r\n")
+            method, url, version = line.split(" ")
+            headers = [f for f in fields if f.split(":")[0].strip().lower()
+                       not in ("connection", "proxy-connection", "keep-alive")]
+            length = next((int(f.split(":", 1)[1]) for f in headers
+                           if f.split(":")[0].strip().lower() == "content-length"), 0)
+            while len(body) < length:
+                body += client.recv(65536)
+            with self._lock:
+                self.seen.append((method, url))
+            rest = url.split("://", 1)[1]
+            host_port, _, path = rest.partition("/")
+            host, _, port = host_port.partition(":")
+            with socket.create_connection((host, int(port or 80))) as upstream:
+                request = "\r\n".join([f"{method} /{path} {version}", *headers,
+                                        "Connection: close", "", ""])
+                upstream.sendall(request.encode("latin-1") + body)
+                while answer := upstream.recv(65536):
+                    client.sendall(answer)
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def __enter__(self) -> ForwardProxy:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

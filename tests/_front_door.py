@@ -11,6 +11,10 @@ enforces:
 - session ids are the door's: ``POST /create_session`` issues them (SSE,
   ``task_id`` then ``end``); any other request needs one it issued (404 else),
   except ``/health``; ``/delete_session`` forgets it;
+- with ``rate``: a token bucket per API key admits ``rate`` requests a second
+  (bursts up to ``burst``, default ``rate``); a request it has no token for is
+  answered 429 with an honest ``Retry-After`` (the whole seconds until a token
+  is due, at least 1) and spends none; ``admitted`` and ``limited`` count them;
 - every ``rate_limit_every``-th request is answered 429 with ``Retry-After``;
 - as a CDN may: with ``require_user_agent`` a request without ``User-Agent`` is
   refused 403 with an HTML page; the next ``bad_gateway`` tool calls are
@@ -27,7 +31,9 @@ SDK's 308 to its default environment) pass through with their relative
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,6 +46,26 @@ __all__ = ["FrontDoor", "Seen"]
 #: Headers that describe one hop, not the message: never forwarded either way.
 _HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "content-length",
                   "te", "upgrade", "proxy-connection"})
+
+
+class _Bucket:
+    """A token bucket: ``rate`` tokens a second, at most ``burst`` kept."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self.rate = rate
+        self.burst = burst
+        self.tokens = burst
+        self.last = time.monotonic()
+
+    def take(self) -> float:
+        """0 if a token was taken, else the seconds until one is due."""
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return 0.0
+        return (1 - self.tokens) / self.rate
 
 
 @dataclass(frozen=True)
@@ -63,12 +89,17 @@ class FrontDoor:
         rate_limit_every: int | None = None,
         retry_after: int = 1,
         require_user_agent: bool = False,
+        rate: float | None = None,
+        burst: float | None = None,
     ) -> None:
         self.deployments = dict(deployments)
         self.api_key = api_key
         self.rate_limit_every = rate_limit_every
         self.retry_after = retry_after
         self.require_user_agent = require_user_agent
+        self.rate, self.burst = rate, burst
+        self.buckets: dict[str, _Bucket] = {}
+        self.admitted = 0
         self.bad_gateway = 0
         self.cut_after_task_id = 0
         self.issued: dict[str, str] = {}  # session id -> deployment
@@ -77,6 +108,12 @@ class FrontDoor:
         self.limited = 0
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
+
+    def burst_size(self) -> float:
+        """The requests a full bucket admits at once (0 without a rate)."""
+        if self.rate is None:
+            return 0.0
+        return self.rate if self.burst is None else self.burst
 
     def clear(self) -> None:
         """Forget the recorded requests (issued session ids stay valid)."""
@@ -129,10 +166,20 @@ class FrontDoor:
         with self._lock:
             self.count += 1
             limited = bool(self.rate_limit_every) and self.count % self.rate_limit_every == 0
+            retry_after = self.retry_after
+            if not limited and self.rate is not None:
+                bucket = self.buckets.get(self.api_key)
+                if bucket is None:
+                    burst = self.rate if self.burst is None else self.burst
+                    bucket = self.buckets[self.api_key] = _Bucket(self.rate, burst)
+                wait = bucket.take()
+                limited = wait > 0
+                retry_after = max(1, math.ceil(wait))
             self.limited += limited
+            self.admitted += not limited
         if limited:
             return await _json(send, 429, "Too many requests",
-                               {"retry-after": str(self.retry_after)})
+                               {"retry-after": str(retry_after)})
         deployment = headers.get("x-deployment")
         if deployment is not None and deployment not in self.deployments:
             return await _json(send, 404, "Deployment not found.")

@@ -58,10 +58,11 @@ def make_async_backend(
         from ors_gym.backends.http import AsyncHttpBackend
 
         # Errors name the options as an env's user sets them: gym.make(..., timeout=...).
+        options = settings.http if transport is None else settings.http.replace(
+            transport=transport)
         return AsyncHttpBackend(
             base_url, deployment=settings.deployment, variant=settings.variant,
-            api_key=reveal(settings.api_key), options=settings.http, transport=transport,
-            _set_as="env",
+            api_key=reveal(settings.api_key), options=options, _set_as="env",
         )
     if env_class is not None:
         from ors_gym.backends.local import AsyncLocalBackend
@@ -76,9 +77,15 @@ def make_async_backends(
 ) -> tuple[list[AsyncBackend], Callable[[], Awaitable[None]]]:
     """One ``make_async_backend`` per URL, all over one shared connection pool (at most
     ``max_connections`` open, ``idle_connections`` kept idle); and the coroutine function
-    that closes the pool, to await after the backends' ``aclose``."""
+    that closes the pool, to await after the backends' ``aclose``. A ``transport`` in
+    ``settings.http`` is used instead of a pool (its owner closes it)."""
     from ors_gym.backends.http import pooled_client
 
+    if settings.http.transport is not None:
+        async def _theirs() -> None:
+            return None
+
+        return [make_async_backend(settings, base_url=url) for url in base_urls], _theirs
     pool = pooled_client(max_connections, idle_connections)
     backends = [make_async_backend(settings, base_url=url, transport=pool) for url in base_urls]
     return backends, pool.aclose

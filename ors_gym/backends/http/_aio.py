@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import select
-import socket
 import ssl
 import typing
 from collections import deque
@@ -47,6 +46,8 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
         self._transport: asyncio.Transport | None = None
         self._chunks: deque[bytes] = deque()
         self._buffered = 0
+        #: Bytes received so far, ever.
+        self.received = 0
         self._eof = False
         self._lost: Exception | None = None
         self._closed = False
@@ -63,6 +64,7 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
     def data_received(self, data: bytes) -> None:
         self._chunks.append(data)
         self._buffered += len(data)
+        self.received += len(data)
         if self._buffered > _HIGH_WATER and not self._paused_reading and self._transport:
             self._paused_reading = True
             self._transport.pause_reading()
@@ -272,26 +274,6 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                     lambda: AsyncioStream(loop), host, port,
                     local_addr=None if local_address is None else (local_address, 0),
                     happy_eyeballs_delay=_HAPPY_EYEBALLS_S,
-                )
-        _set_options(transport, socket_options)
-        return stream
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[_SocketOption] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        if not hasattr(socket, "AF_UNIX"):
-            raise httpcore.ConnectError(
-                f"cannot connect to the Unix socket {path!r}: this platform has no Unix "
-                "sockets; reach the server over TCP (http://host:port) instead"
-            )
-        loop = asyncio.get_running_loop()
-        with _connect_errors():
-            async with asyncio.timeout(timeout):
-                transport, stream = await loop.create_unix_connection(
-                    lambda: AsyncioStream(loop), path
                 )
         _set_options(transport, socket_options)
         return stream

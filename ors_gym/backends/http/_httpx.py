@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import httpx
 
+from ors_gym.backends.http._pool import IdleConnectionClosedError
 from ors_gym.backends.http._settings import Settings
 from ors_gym.backends.http._steps import Failure, FailureKind, Fetch, Stream
 
@@ -38,6 +39,8 @@ def failure_of(exc: httpx.TransportError) -> Failure:
         kind = "timeout"
     elif isinstance(exc, httpx.ConnectError):
         kind = "refused"
+    elif isinstance(exc, IdleConnectionClosedError):
+        kind = "stale"
     else:
         kind = "broken"
     return Failure(kind, type(exc).__name__, str(exc))

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Unpack
 
 from ors_gym.backends.base import SessionSpec, check_session_spec
-from ors_gym.backends.http._exchange import Exchange
+from ors_gym.backends.http._calls import ToolCalls
 from ors_gym.backends.http._settings import Settings, Where, key_domains
 from ors_gym.backends.http._steps import MISSING, Op
 from ors_gym.errors import (
@@ -50,7 +50,7 @@ __all__ = ["Ops"]
 logger = logging.getLogger("ors_gym.http")
 
 
-class Ops(Exchange):
+class Ops(ToolCalls):
     """The ORS client protocol as sans-IO operations.
 
     Each public method returns an ``Op`` generator; ``AsyncHttpBackend`` runs it with
@@ -106,13 +106,13 @@ class Ops(Exchange):
         return sid
 
     def release_discovery(self, *, timeout: float | None = None) -> Op[None]:
-        """Give the discovery session id back (``/delete_session``, best effort)."""
+        """Give the discovery session id back (``/delete_session``), retried as every
+        request is; a failure in the end is logged, not raised."""
         sid, self.discovery_sid = self.discovery_sid, None
         if sid is not None:
             try:
                 yield from self.request("POST", "/delete_session", what="release a session id",
-                                        where=self.where(session_id=sid), max_retries=0,
-                                        timeout=timeout)
+                                        where=self.where(session_id=sid), timeout=timeout)
             except OrsError as exc:
                 logger.debug("release of session id %s failed: %s", sid, exc.message)
 
@@ -367,18 +367,24 @@ class Ops(Exchange):
         """End the session; a session (or server) already gone is not an error.
 
         A hosted session's id is then given back with ``/delete_session``, as the
-        SDK client does, so the gateway can forget it.
+        SDK client does, so the gateway can forget it: also when ``/delete``
+        failed (its error is raised after the id is given back).
         """
-        try:
-            yield from self.request("POST", "/delete", what="delete the session",
-                                    where=self.where(session_id=session_id), session=True,
-                                    max_retries=max_retries, timeout=timeout)
-            if self.settings.hosted:
-                yield from self.request("POST", "/delete_session", what="release the session id",
-                                        where=self.where(session_id=session_id), session=True,
+        where = self.where(session_id=session_id)
+        failed: OrsError | None = None
+        for path, what in (("/delete", "delete the session"),
+                           ("/delete_session", "release the session id")):
+            if path == "/delete_session" and not self.settings.hosted:
+                break
+            try:
+                yield from self.request("POST", path, what=what, where=where, session=True,
                                         max_retries=max_retries, timeout=timeout)
-        except (OrsSessionExpired, OrsConnectionError) as exc:
-            logger.debug("delete of session %s skipped: %s", session_id, exc.message)
+            except (OrsSessionExpired, OrsConnectionError) as exc:
+                logger.debug("%s of session %s skipped: %s", path, session_id, exc.message)
+            except OrsError as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
 
     def ping(
         self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None

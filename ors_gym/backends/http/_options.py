@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+import httpx
+
 __all__ = ["SETUP_TIMEOUT_S", "HttpOptions", "option_names"]
 
 #: Default bound on creating a session and waiting for its prompt (the SDK's creation
@@ -29,8 +31,9 @@ def _doc(text: str) -> dict[str, str]:
 class HttpOptions:
     """How an HTTP backend talks to its server: how patient to be, what to send.
 
-    Frozen; ``replace(**changes)`` gives a checked copy. Every field is an
-    option of ``gym.make``/``OrsEnv``/``OrsVectorEnv`` and of both HTTP faces.
+    Frozen; ``replace(**changes)`` gives a checked copy (a pickled one has no
+    ``transport``). Every field is an option of ``gym.make``/``OrsEnv``/
+    ``OrsVectorEnv`` and of both HTTP faces.
     """
 
     timeout: float = field(default=30.0, metadata=_doc(
@@ -41,14 +44,18 @@ class HttpOptions:
         "Seconds one tool call may take end to end; None waits as long as the server "
         "keeps the stream alive with its pings."))
     max_retries: int = field(default=5, metadata=_doc(
-        "How many times a request is resent after a dropped connection or a 429, 502, "
-        "503 or 504 answer (a refused connection fails at once); the first retry is "
-        "logged at WARNING."))
+        "How many times a request is resent after a dropped connection or a 502, 503 "
+        "or 504 answer (a refused connection fails at once; a 429 spends none, see "
+        "`rate_limit_timeout`); the first retry is logged at WARNING."))
     backoff: float = field(default=0.5, metadata=_doc(
         "Seconds before the first retry, doubled for each further one (a `Retry-After` "
         "answer header wins)."))
     starting_ride_out: float = field(default=600.0, metadata=_doc(
         "Seconds an environment whose `setup()` is still running is waited for."))
+    rate_limit_timeout: float = field(default=600.0, metadata=_doc(
+        "Seconds requests keep waiting out `429 Too Many Requests` answers (as long as "
+        "their `Retry-After` asks, spending no retries) while no request of this process "
+        "to that server and API key gets through."))
     setup_timeout: float = field(default=SETUP_TIMEOUT_S, metadata=_doc(
         "Seconds creating a session and getting its prompt may take (the environment's "
         "constructor, `setup()` and prompt run meanwhile)."))
@@ -66,6 +73,11 @@ class HttpOptions:
         "up to `timeout`."))
     max_keepalive_connections: int | None = field(default=100, metadata=_doc(
         "The most idle connections kept for reuse (None: all)."))
+    transport: httpx.AsyncBaseTransport | None = field(default=None, metadata=_doc(
+        "The `httpx.AsyncBaseTransport` every request is sent through (e.g. "
+        "`httpx.AsyncHTTPTransport(proxy=...)`), shared and not closed by the env; None: "
+        "ors_gym's own pool, or httpx's client when a proxy variable (`HTTPS_PROXY`, "
+        "`HTTP_PROXY`, `ALL_PROXY`, with `NO_PROXY`) is set."))
 
     def __post_init__(self) -> None:
         for name in ("timeout", "connect_timeout", "setup_timeout"):
@@ -79,7 +91,7 @@ class HttpOptions:
                                  f"got {value!r}")
         if _not_int(self.max_retries) or self.max_retries < 0:
             raise ValueError(f"max_retries must be an int >= 0, got {self.max_retries!r}")
-        for name in ("backoff", "starting_ride_out"):
+        for name in ("backoff", "starting_ride_out", "rate_limit_timeout"):
             value = getattr(self, name)
             if _not_number(value) or value < 0:
                 raise ValueError(f"{name} must be a number of seconds >= 0, got {value!r}")
@@ -94,10 +106,21 @@ class HttpOptions:
                 _not_int(self.max_keepalive_connections) or self.max_keepalive_connections < 0):
             raise ValueError(f"max_keepalive_connections must be None (keep every idle "
                              f"connection) or an int >= 0, got {self.max_keepalive_connections!r}")
+        if self.transport is not None and not isinstance(self.transport,
+                                                         httpx.AsyncBaseTransport):
+            sync = isinstance(self.transport, httpx.BaseTransport)
+            raise TypeError(
+                "transport must be an httpx.AsyncBaseTransport such as "
+                f"httpx.AsyncHTTPTransport(proxy=...), got {type(self.transport).__name__}"
+                + (" (a blocking transport; use its Async twin)" if sync else ""))
         if not isinstance(self.headers, Mapping):
             raise TypeError(f"headers must be a dict of str to str, got "
                             f"{type(self.headers).__name__}")
         object.__setattr__(self, "headers", {str(k): str(v) for k, v in self.headers.items()})
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A transport holds this process's connections: pickled (or copied) options have none.
+        return {**self.__dict__, "transport": None}
 
     @classmethod
     def of(cls, base: HttpOptions | None = None, **changes: Any) -> HttpOptions:

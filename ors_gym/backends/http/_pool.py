@@ -4,11 +4,15 @@
 ``_http11.Http11Pool`` (httpcore's HTTP/1.1 connections over an asyncio-native
 network backend, ``_aio``): any ``httpx.AsyncClient(transport=...)`` can mount
 it, and ``AsyncHttpBackend`` calls its ``handle_async_request`` directly.
-``pooled_client`` makes one to share between backends.
+``pooled_client`` makes one to share between backends; when a proxy variable
+is set it makes an ``EnvProxyTransport`` instead, which sends through an
+``httpx.AsyncClient(trust_env=True)``, so the variables mean what they mean
+to httpx (``NO_PROXY`` included).
 """
 
 from __future__ import annotations
 
+import urllib.request
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import NoReturn, cast
 
@@ -16,13 +20,27 @@ import httpcore
 import httpx
 
 from ors_gym.backends.http._aio import AsyncioBackend
-from ors_gym.backends.http._http11 import Http11Pool
+from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
 
-__all__ = ["PooledTransport", "httpx_error", "pooled_client"]
+__all__ = [
+    "EnvProxyTransport",
+    "IdleConnectionClosedError",
+    "PooledTransport",
+    "httpx_error",
+    "pooled_client",
+    "proxy_variables_set",
+]
+
+
+class IdleConnectionClosedError(httpx.RemoteProtocolError):
+    """The server had closed the kept-alive connection a request was written on while it
+    sat idle; it never read the request (see ``_http11.IdleConnectionClosed``)."""
+
 
 #: httpcore's exceptions and the httpx ones ``httpx.AsyncHTTPTransport`` raises for them,
 #: most specific first.
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (IdleConnectionClosed, IdleConnectionClosedError),
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
     (httpcore.ReadTimeout, httpx.ReadTimeout),
     (httpcore.WriteTimeout, httpx.WriteTimeout),
@@ -149,14 +167,52 @@ def _core_url(url: httpx.URL) -> httpcore.URL:
                         target=url.raw_path)
 
 
+class EnvProxyTransport(httpx.AsyncBaseTransport):
+    """Requests sent through an ``httpx.AsyncClient(trust_env=True)``: the proxy variables
+    (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) applied as httpx
+    applies them, on httpx's own pool. The client is made on first use, and again after
+    ``aclose`` (the transport stays usable, as ``PooledTransport`` does)."""
+
+    def __init__(
+        self, max_connections: int | None = None, max_keepalive_connections: int | None = None
+    ) -> None:
+        self._limits = httpx.Limits(max_connections=max_connections,
+                                    max_keepalive_connections=max_keepalive_connections)
+        self._client: httpx.AsyncClient | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """Send ``request`` (its timeouts in its extensions); the body is unread."""
+        if self._client is None:
+            self._client = httpx.AsyncClient(trust_env=True, limits=self._limits, timeout=None)
+        return await self._client.send(request, stream=True)
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+
+def proxy_variables_set() -> bool:
+    """Whether a proxy variable httpx honours is set (as ``urllib.request.getproxies``
+    reads them: ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, either case)."""
+    found = urllib.request.getproxies()
+    return any(found.get(scheme) for scheme in ("http", "https", "all"))
+
+
 def pooled_client(
     max_connections: int | None = None,
     max_keepalive_connections: int | None = None,
-) -> PooledTransport:
+    *,
+    trust_env: bool = True,
+) -> httpx.AsyncBaseTransport:
     """A connection pool to share between backends (``AsyncHttpBackend(transport=...)``).
 
     ``max_connections`` bounds its open connections (None: no bound); it keeps
-    at most ``max_keepalive_connections`` idle ones (None: all). Whoever made
-    it closes it (``await pool.aclose()``); the backends sending through it do not.
+    at most ``max_keepalive_connections`` idle ones (None: all). A
+    ``PooledTransport``; with ``trust_env`` and a proxy variable set, an
+    ``EnvProxyTransport`` (httpx's client, which applies them). Whoever made it
+    closes it (``await pool.aclose()``); the backends sending through it do not.
     """
+    if trust_env and proxy_variables_set():
+        return EnvProxyTransport(max_connections, max_keepalive_connections)
     return PooledTransport(max_connections, max_keepalive_connections)

@@ -1,9 +1,16 @@
 """When a request is sent again, and after how long.
 
-As in the reference client: 429, 502, 503 and 504 are retried with
-exponential backoff, honouring ``Retry-After``; a 503 "starting" (the
-environment's ``setup()`` still runs) is ridden out without spending
-retries; a 500 is never retried, since the same request gets the same answer.
+As in the reference client: 429, 502, 503 and 504 are retried, honouring
+``Retry-After``; a 500 is never retried, since the same request gets the same
+answer. Three budgets, each named by the error that ends it:
+
+- a failure (502, 504, a plain 503, a dropped connection) spends one of
+  ``max_retries``, waiting ``backoff`` doubled per retry or the Retry-After;
+- a 503 "starting" (the environment's ``setup()`` still runs) is ridden out
+  until ``starting_ride_out`` seconds after the first attempt, spending nothing;
+- a 429 is the process's rate limit (``_ratelimit``): waited out as the server
+  asks, spending nothing, until no request of the process got through for
+  ``rate_limit_timeout`` seconds.
 """
 
 from __future__ import annotations
@@ -12,6 +19,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ors_gym.backends.http._ratelimit import Limited, RateGate
+from ors_gym.backends.http._settings import Settings
 from ors_gym.errors import OrsError
 
 __all__ = [
@@ -28,9 +37,9 @@ __all__ = [
 
 logger = logging.getLogger("ors_gym.http")
 
-#: Statuses a gateway or a starting server answers; retried with backoff (never 500).
+#: Statuses a gateway or a starting server answers; retried (never 500).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
-#: Cap on one backoff sleep, whatever Retry-After says.
+#: Cap on one backoff sleep after a failure, whatever Retry-After says (a 429's is honoured).
 MAX_DELAY = 30.0
 #: Poll interval for a "starting" 503 without Retry-After (the SDK sends 2).
 STARTING_POLL = 2.0
@@ -39,19 +48,26 @@ _RAN_OUT = "; retries ran out"
 
 
 def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header; only the delta-seconds form is honoured."""
+    """Seconds from a ``Retry-After`` header: delta-seconds (a decimal fraction is taken
+    as given); the HTTP-date form is not honoured."""
     if value is None:
         return None
     value = value.strip()
-    return float(value) if value.isdigit() else None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    return seconds if 0 <= seconds < float("inf") else None
 
 
 @dataclass(frozen=True)
 class RetryHint:
-    """Why a request may be sent again: the server's Retry-After and "starting" flag."""
+    """Why a request may be sent again: the server's Retry-After, its "starting" flag,
+    and whether it was a 429 (the rate limit)."""
 
     retry_after: float | None = None
     starting: bool = False
+    limited: bool = False
 
 
 def retry_hint(status: int, headers: Mapping[str, str]) -> RetryHint | None:
@@ -61,61 +77,85 @@ def retry_hint(status: int, headers: Mapping[str, str]) -> RetryHint | None:
     return RetryHint(
         retry_after=parse_retry_after(headers.get("retry-after")),
         starting=status == 503 and headers.get("x-backend-state", "").lower() == "starting",
+        limited=status == 429,
     )
 
 
-@dataclass
 class RetryBudget:
-    """How long to keep retrying one request, as in the reference client.
+    """How long one request keeps retrying (see the module docstring).
 
-    Each failure spends one of ``max_retries`` (waiting ``backoff`` doubled per
-    retry, or the server's Retry-After), except a 503 "starting" answer (the
-    environment's ``setup()`` is still running): those are ridden out until
-    ``starting_ride_out`` seconds after the first attempt, spending nothing.
+    ``max_retries`` and ``ride_out`` (seconds a "starting" server is waited for)
+    default to the settings'; ``gate`` is the process's rate limit for the server.
     """
 
-    max_retries: int
-    backoff: float
-    starting_ride_out: float
-    started: float
-    #: How the user sets ``max_retries``, for the final error (``HttpBackend(max_retries=...)``).
-    how_to_set: str = "max_retries=..."
-    attempts: int = 0
-    #: Failed attempts so far, "starting" answers included.
-    tries: int = 0
+    def __init__(
+        self, settings: Settings, gate: RateGate, started: float, *,
+        max_retries: int | None = None, ride_out: float | None = None,
+    ) -> None:
+        self.settings = settings
+        self.gate = gate
+        self.started = started
+        self.max_retries = settings.max_retries if max_retries is None else max_retries
+        self.ride_out = settings.starting_ride_out if ride_out is None else ride_out
+        self.limited = Limited()
+        #: Failures that spent ``max_retries``; every failed attempt (``tries``).
+        self.attempts = 0
+        self.tries = 0
+        self._spent = False  # the last delay given spent one of max_retries
 
     def next_delay(self, hint: RetryHint | None, now: float) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up."""
+        """Seconds to wait before the next attempt after a failure (not a 429), or None
+        to give up."""
         self.tries += 1
+        self._spent = False
         retry_after = hint.retry_after if hint is not None else None
         if hint is not None and hint.starting:
-            remaining = self.starting_ride_out - (now - self.started)
+            remaining = self.ride_out - (now - self.started)
             if remaining <= 0:
                 return None
             delay = STARTING_POLL if retry_after is None else retry_after
             return max(0.0, min(delay, MAX_DELAY, remaining))
         self.attempts += 1
+        self._spent = True
         if self.attempts > self.max_retries:
             return None
-        delay = self.backoff * 2 ** (self.attempts - 1) if retry_after is None else retry_after
+        delay = self._backoff(self.attempts) if retry_after is None else retry_after
         return max(0.0, min(delay, MAX_DELAY))
 
+    def _backoff(self, n: int) -> float:
+        return min(self.settings.backoff * 2 ** (n - 1), MAX_DELAY)
+
+    def rate_limited(self, hint: RetryHint, now: float) -> float:
+        """Seconds to wait after a 429 (at least its Retry-After); spends no retry."""
+        self.tries += 1
+        self._spent = False
+        backoff = self._backoff(self.limited.answers + 1)
+        return self.gate.limited(self.limited, now, hint.retry_after, backoff)
+
+    def through(self, now: float) -> None:
+        """The request got an answer other than 429."""
+        self.gate.through(now)
+
+    def finish(self, now: float, gave_up: bool = False) -> None:
+        """The request is over; ends this request's part in a rate-limit episode."""
+        if self.limited.answers:
+            self.gate.done(self.limited, now, gave_up)
+            self.limited = Limited()
+
     def first_retry(self) -> bool:
-        """Whether the delay just given is this request's first retry (not a "starting" wait)."""
-        return self.attempts == 1 and self.tries == 1
+        """Whether the delay just given is this request's first retry after a failure."""
+        return self._spent and self.attempts == 1
 
     def backoff_left(self) -> float:
         """Seconds of backoff the retries still left would wait at most (no Retry-After)."""
-        return sum(
-            min(self.backoff * 2 ** (n - 1), MAX_DELAY)
-            for n in range(self.attempts + 1, self.max_retries + 1)
-        )
+        return sum(self._backoff(n) for n in range(self.attempts + 1, self.max_retries + 1))
 
     def given_up(self, now: float) -> str:
         """What a final error ends with: how many tries over how long, and the option."""
         return (
             f"gave up after {self.tries} tries over {now - self.started:.1f} s "
-            f"(max_retries={self.max_retries}; raise it with {self.how_to_set})"
+            f"(max_retries={self.max_retries}; raise it with "
+            f"{self.settings.how_to_set('max_retries')})"
         )
 
 
@@ -126,14 +166,37 @@ def add_note(failure: OrsError, note: str) -> None:
     failure.args = (failure.message,)
 
 
+def _end(failure: OrsError, said: str, ending: str) -> OrsError:
+    failure.message = f"{said}; {ending}"
+    failure.args = (failure.message,)
+    return failure
+
+
 def retry_delay(
     budget: RetryBudget, hint: RetryHint | None, failure: OrsError, what: str, now: float
 ) -> float:
-    """Seconds before resending after ``failure``; raises it, saying how many tries over
-    how long, once the budget is spent. The first retry is logged at WARNING: a server
-    that stops answering shows before the retries run out."""
-    delay = budget.next_delay(hint, now)
+    """Seconds before resending after ``failure``; raises it, saying which budget ran out
+    and the option that sets it, once one is spent. The first retry after a failure is
+    logged at WARNING (a server that stops answering shows before the retries run out);
+    a 429 is logged once per episode by the rate gate."""
     said = failure.message.removesuffix(_RAN_OUT)
+    if hint is not None and hint.limited:
+        wait = budget.rate_limited(hint, now)
+        s = budget.settings
+        stalled = budget.gate.stalled(now)
+        if stalled >= s.rate_limit_timeout or wait > s.rate_limit_timeout:
+            answers = budget.limited.answers
+            budget.finish(now, gave_up=True)
+            asked = ("" if hint.retry_after is None else
+                     f"; the server asks to wait {hint.retry_after:g} s more")
+            raise _end(failure, said, (
+                f"no request of this process to {budget.gate.name} got through for "
+                f"{stalled:.1f} s (this one met 429 {answers} times){asked}: "
+                f"gave up after rate_limit_timeout={s.rate_limit_timeout:g} s without "
+                f"progress; raise it with {s.how_to_set('rate_limit_timeout')}"
+            ))
+        return wait
+    delay = budget.next_delay(hint, now)
     if delay is None:
         if budget.tries > 1:
             ran_out = _RAN_OUT + ":" if failure.message.endswith(_RAN_OUT) else ";"

@@ -102,7 +102,7 @@ class Streamed:
     elapsed: float = 0.0
 
 
-FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken"]
+FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken", "stale"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,10 @@ class Failure:
 
     ``refused`` and ``connect_timeout`` prove the request never left this
     machine (``not_sent``); ``read_timeout`` is silence from a connected server;
-    ``timeout`` any other timeout (write, pool); ``broken`` a dropped connection.
+    ``timeout`` any other timeout (write, pool); ``broken`` a dropped connection;
+    ``stale`` a kept-alive connection the server closed while it sat idle, found
+    as the request was written (it ended before a byte of the answer: the server
+    never read the request).
     """
 
     kind: FailureKind

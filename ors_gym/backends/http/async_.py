@@ -63,11 +63,12 @@ class AsyncHttpBackend(AsyncFace):
     ``X-API-Key`` and never shown in logs, reprs or errors.
 
     The ``HttpOptions`` (timeouts, retries, keepalive, size cap, headers,
-    connection limits) come as ``options=`` or by name
+    connection limits, transport) come as ``options=`` or by name
     (``AsyncHttpBackend(url, call_timeout=60)``), read back as ``options``.
     ``transport`` is any ``httpx.AsyncBaseTransport`` to send through, shared
     (the backend does not close it); without one the backend keeps its own
-    ``pooled_client``. Requests are handed to the transport directly rather
+    ``pooled_client`` (which honours the proxy variables as httpx does).
+    Requests are handed to the transport directly rather
     than through an ``httpx.AsyncClient``, whose per-request layers (auth flow,
     redirects, cookies, hooks) the operations already do as ORS needs them.
     """
@@ -80,7 +81,6 @@ class AsyncHttpBackend(AsyncFace):
         variant: str | None = None,
         api_key: str | None = None,
         options: HttpOptions | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         _set_as: str = "AsyncHttpBackend",
         **option_values: Any,
     ) -> None:
@@ -89,7 +89,7 @@ class AsyncHttpBackend(AsyncFace):
                                   deployment=deployment, variant=variant)
         self.base_url = self.location = self.settings.location
         self._ops = Ops(self.settings, time.monotonic)
-        self._shared = transport
+        self._shared = self.options.transport
         self.forget_sessions()
 
     def forget_sessions(self) -> None:
@@ -102,6 +102,8 @@ class AsyncHttpBackend(AsyncFace):
         self._keepalive: asyncio.Task[None] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
+        # A transport is this process's (its options pickle without it): a copy elsewhere
+        # makes its own pool.
         state = self.__dict__.copy()
         for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls"):
             state.pop(key, None)
@@ -330,7 +332,7 @@ class AsyncHttpBackend(AsyncFace):
 
     async def _delete_quietly(self, sid: str) -> None:
         try:
-            await self._run(self._ops.delete(sid, max_retries=0, timeout=BACKGROUND_TIMEOUT_S))
+            await self._run(self._ops.delete(sid, timeout=BACKGROUND_TIMEOUT_S))
         except OrsError as exc:
             logger.debug("delete of session %s at close failed: %s", sid, exc.message)
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
-
 from ors_gym.backends._face import BlockingFace, blocking
 from ors_gym.backends.http._options import HttpOptions
 from ors_gym.backends.http._settings import Settings
@@ -34,12 +32,11 @@ class HttpBackend(BlockingFace[AsyncHttpBackend]):
         variant: str | None = None,
         api_key: str | None = None,
         options: HttpOptions | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
         **option_values: Any,
     ) -> None:
         super().__init__(AsyncHttpBackend(
             base_url, deployment=deployment, variant=variant, api_key=api_key, options=options,
-            transport=transport, _set_as="HttpBackend", **option_values,
+            _set_as="HttpBackend", **option_values,
         ))
 
     @property

@@ -367,13 +367,30 @@ def test_dropped_stream_is_resumed_and_the_tool_runs_once(srv: ServerThread) -> 
 def test_drop_before_acknowledgement_is_not_resent(srv: ServerThread,
                                                    backend: HttpBackend) -> None:
     token = uuid.uuid4().hex
+    # Every request on a new connection: the call's is no kept-alive one the server
+    # closed while idle, so its drop may have come after the server read it.
     with CuttingProxy(srv.url, cut_request_on=b"POST /echo/call ") as proxy, \
-            HttpBackend(proxy.url, backoff=0.01) as b:
+            HttpBackend(proxy.url, backoff=0.01, max_keepalive_connections=0) as b:
         sid = _echo_session(b)
         with pytest.raises(OrsConnectionError, match="cannot know whether the tool ran"):
             b.call("echo", sid, "slow_count", {"token": token})
         assert proxy.count(b"POST /echo/call ") == 1
         assert _text(backend.call("echo", sid, "count", {"token": token})) == "0"
+
+
+def test_a_call_on_a_connection_closed_while_idle_is_sent_again_and_runs_once(
+    srv: ServerThread,
+) -> None:
+    token = uuid.uuid4().hex
+    # The proxy closes the kept-alive connection as the call arrives, without passing
+    # it on: what a server whose idle timer fired just then does.
+    with CuttingProxy(srv.url, cut_request_on=b"POST /echo/call ") as proxy, \
+            HttpBackend(proxy.url, max_retries=0) as b:
+        sid = _echo_session(b)
+        assert _text(b.call("echo", sid, "slow_count", {"token": token})) == "1"
+        assert proxy.cuts_done == 1 and proxy.count(b"POST /echo/call ") == 2
+        assert proxy.count(b'"task_id":"') == 0  # sent again as new: it never ran
+    assert Echo.counts[token] == 1
 
 
 def test_resume_of_a_call_the_server_forgot(faulty: tuple[FaultyApp, str]) -> None:
@@ -431,12 +448,24 @@ def test_gateway_errors_are_retried(faulty: tuple[FaultyApp, str]) -> None:
 
 def test_retries_run_out(faulty: tuple[FaultyApp, str]) -> None:
     app, url = faulty
-    app.add(Fault("/health", 429, times=100))
+    app.add(Fault("/health", 502, times=100))
     with HttpBackend(url, max_retries=2, backoff=0.01) as b, \
+            pytest.raises(OrsServerError) as err:
+        b.health()
+    assert err.value.status_code == 502
+    assert app.hits["/health"] == 3
+
+
+def test_429s_run_out_in_time_without_progress(faulty: tuple[FaultyApp, str]) -> None:
+    app, url = faulty
+    app.add(Fault("/health", 429, times=1000))
+    with HttpBackend(url, max_retries=0, backoff=0.01, rate_limit_timeout=0.3) as b, \
             pytest.raises(OrsRequestError) as err:
         b.health()
     assert err.value.status_code == 429
-    assert app.hits["/health"] == 3
+    assert app.hits["/health"] > 1  # max_retries=0 did not stop it: 429s spend none
+    assert "gave up after rate_limit_timeout=0.3 s without progress" in str(err.value)
+    assert "HttpBackend(rate_limit_timeout=...)" in str(err.value)
 
 
 def test_500_is_never_retried(faulty: tuple[FaultyApp, str]) -> None:
@@ -463,10 +492,11 @@ def test_a_gateway_answer_before_the_call_started_is_resent_and_the_tool_runs_on
         assert result.ok and app.hits["/echo/call"] == 3
         assert Echo.counts[token] == 1
         app.add(Fault("/echo/call", status, times=10, body=page, content_type="text/html"))
-        with HttpBackend(url, max_retries=1, backoff=0.01) as spent, \
+        with HttpBackend(url, max_retries=1, backoff=0.01, rate_limit_timeout=0.2) as spent, \
                 pytest.raises(OrsServerError if status != 429 else OrsRequestError) as err:
             spent.call("echo", sid, "slow_count", {"token": token})
-        assert err.value.status_code == status and "gave up after 2 tries" in str(err.value)
+        ran_out = "rate_limit_timeout=0.2 s" if status == 429 else "gave up after 2 tries"
+        assert err.value.status_code == status and ran_out in str(err.value)
         assert Echo.counts[token] == 1  # the budget ran out; the tool never ran again
 
 

@@ -21,6 +21,7 @@ import pytest
 
 from ors_gym.backends.http._codec import BodyDecoder, status_error
 from ors_gym.backends.http._ops import Ops
+from ors_gym.backends.http._ratelimit import RateGate
 from ors_gym.backends.http._retry import (
     MAX_DELAY,
     RetryBudget,
@@ -75,7 +76,12 @@ class Clock:
 def _ops(clock: Clock | None = None, **settings: Any) -> Ops:
     ops = Ops(Settings(location=URL, api_key="sk-SECRET", **settings), clock or Clock())
     ops.env_names = ["echo"]  # as if /list_environments had been asked
+    ops.gate = RateGate(URL)  # its own: the process's gate for URL outlives the test's clock
     return ops
+
+
+def _budget(**settings: Any) -> RetryBudget:
+    return RetryBudget(Settings(location=URL, **settings), RateGate(URL), 0.0)
 
 
 def _json(status: int, payload: Any, **headers: str) -> Answer:
@@ -145,16 +151,16 @@ def test_retry_decisions() -> None:
     starting = retry_hint(503, {"x-backend-state": "starting", "retry-after": "2"})
     assert starting == RetryHint(retry_after=2.0, starting=True)
 
-    plain = RetryBudget(max_retries=2, backoff=0.5, starting_ride_out=10, started=0.0)
+    plain = _budget(max_retries=2, backoff=0.5, starting_ride_out=10)
     assert [plain.next_delay(None, 0.0) for _ in range(3)] == [0.5, 1.0, None]
 
-    ride = RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
+    ride = _budget(max_retries=1, backoff=0.5, starting_ride_out=10)
     assert [ride.next_delay(starting, now) for now in (0.0, 5.0, 9.0, 10.0)] == \
         [2.0, 2.0, 1.0, None]
     # riding out "starting" spent none of max_retries
     assert [ride.next_delay(None, 10.0) for _ in range(2)] == [0.5, None]
 
-    capped = RetryBudget(max_retries=1, backoff=0.5, starting_ride_out=10, started=0.0)
+    capped = _budget(max_retries=1, backoff=0.5, starting_ride_out=10)
     assert capped.next_delay(RetryHint(retry_after=3600.0), 0.0) == MAX_DELAY
 
 
@@ -173,11 +179,54 @@ def test_request_retries_gateway_answers_honouring_retry_after() -> None:
 def test_request_gives_up_when_retries_run_out() -> None:
     op = _ops(max_retries=1, backoff=0.5).health()
     _send(op, None)
-    assert _send(op, _json(429, {"detail": "slow down"})) == Sleep(0.5)
+    assert _send(op, _json(502, {"detail": "bad gateway"})) == Sleep(0.5)
     _send(op, None)
-    with pytest.raises(OrsRequestError, match=r"refused \(429\): slow down") as err:
-        op.send(_json(429, {"detail": "slow down"}))
-    assert err.value.status_code == 429
+    with pytest.raises(OrsServerError, match=r"\(502\): bad gateway") as err:
+        op.send(_json(502, {"detail": "bad gateway"}))
+    assert err.value.status_code == 502
+    assert "gave up after 2 tries" in str(err.value) and "max_retries=1" in str(err.value)
+
+
+def test_429s_spend_no_retries_and_progress_is_shared_by_the_process() -> None:
+    clock = Clock()
+    gate = RateGate(URL)
+    first, second = _ops(clock, max_retries=0, rate_limit_timeout=3.0), _ops(clock)
+    first.gate = second.gate = gate  # two envs of one process, one key
+    op = first.health()
+    _send(op, None)
+    limited = _json(429, {"detail": "slow down"}, **{"retry-after": "2"})
+    assert _send(op, limited) == Sleep(2.0)  # max_retries=0, yet retried as asked
+    clock.now = 2.0
+    _send(op, None)
+    assert _send(op, limited) == Sleep(2.0)
+    other = second.health()
+    _send(other, None)
+    clock.now = 3.5
+    assert _finish(other, _json(200, {"status": "ok"})) == {"status": "ok"}
+    clock.now = 4.0
+    _send(op, None)
+    assert _send(op, limited) == Sleep(2.0)  # 4 s > rate_limit_timeout=3 s, but the
+    clock.now = 6.0                          # process got through at 3.5 s
+    _send(op, None)
+    assert _finish(op, _json(200, {"status": "ok"})) == {"status": "ok"}
+
+
+def test_429s_give_up_after_rate_limit_timeout_without_progress() -> None:
+    clock = Clock()
+    op = _ops(clock, rate_limit_timeout=5.0, set_as="env").health()
+    _send(op, None)
+    limited = _json(429, {"detail": "slow down"}, **{"retry-after": "2"})
+    for now in (0.0, 2.0, 4.0):
+        clock.now = now
+        assert _send(op, limited) == Sleep(2.0)
+        clock.now = now + 2.0
+        _send(op, None)
+    with pytest.raises(OrsRequestError) as err:
+        op.send(limited)  # 6 s without progress
+    text = str(err.value)
+    assert "(429): slow down" in text and "got through for 6.0 s" in text
+    assert "met 429 4 times" in text and "asks to wait 2 s more" in text
+    assert "rate_limit_timeout=5 s" in text and "gym.make(..., rate_limit_timeout=...)" in text
 
 
 def test_a_500_is_never_retried() -> None:

@@ -24,7 +24,11 @@ import pytest
 
 from ors_gym.backends.http._aio import poll_readable, select_readable
 from ors_gym.backends.http._http11 import Http11Pool
-from ors_gym.backends.http._pool import PooledTransport, pooled_client
+from ors_gym.backends.http._pool import (
+    IdleConnectionClosedError,
+    PooledTransport,
+    pooled_client,
+)
 
 TIMEOUTS = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
 _Handler = Callable[[bytes, asyncio.StreamWriter], Awaitable[bool]]
@@ -232,6 +236,53 @@ def test_max_connections_waits_then_times_out_and_cancelling_frees_the_slot() ->
                 await stuck
             assert (await client.get(server.url + "/5")).content == b"ok /5"
             await client.aclose()
+
+    _run(main())
+
+
+def test_waiters_are_served_before_newcomers() -> None:
+    async def main() -> None:
+        async with _Server() as server:
+            transport = PooledTransport(max_connections=1)
+            client = _client(transport, timeout=5.0)
+            served: list[str] = []
+
+            async def get(name: str) -> None:
+                answer = await client.get(f"{server.url}/{name}")
+                served.append(answer.text)
+
+            first = await client.send(client.build_request("GET", server.url + "/a"),
+                                      stream=True)
+            waiter = asyncio.ensure_future(get("waiter"))
+            await _until(lambda: bool(transport._pool._waiters))
+            await first.aread()
+            await first.aclose()  # the connection comes back with a request waiting...
+            await get("newcomer")  # ...and a newcomer asks before the waiter could run
+            await waiter
+            assert served == ["ok /waiter", "ok /newcomer"]
+            assert server.accepted == 1
+            await client.aclose()
+
+    _run(main())
+
+
+def test_a_kept_alive_connection_closed_unread_is_reported_as_closed_while_idle() -> None:
+    async def close_second(target: bytes, writer: asyncio.StreamWriter) -> bool:
+        if target.endswith(b"/close"):
+            return False  # closed with no answer, as a server whose idle timer just fired
+        return await _ok(target, writer)
+
+    async def main() -> None:
+        async with _Server(close_second) as server:
+            async with _client(PooledTransport()) as client:
+                with pytest.raises(httpx.RemoteProtocolError) as fresh:
+                    await client.get(server.url + "/close")  # a new connection: not idle
+                assert not isinstance(fresh.value, IdleConnectionClosedError)
+                assert (await client.get(server.url + "/1")).content == b"ok /1"
+                with pytest.raises(IdleConnectionClosedError, match="while it was idle"):
+                    await client.get(server.url + "/close")
+                assert (await client.get(server.url + "/2")).content == b"ok /2"
+        assert server.accepted == 3
 
     _run(main())
 
