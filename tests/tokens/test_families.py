@@ -204,3 +204,25 @@ def test_the_ids_are_the_templates_own_rendering(name: str) -> None:
     assert tok.decode(ids) == text  # the same text; the ids themselves as sampled
     assert encode(tok, text) != ids  # the split was not canonical: no re-encoding here
     env.close()
+
+
+def test_a_template_that_refuses_the_probe_conversation_is_handled() -> None:
+    """Some templates raise on a tool message their own assistant turn did not ask for:
+    the bridge's probe does without it; a template that renders nothing is named."""
+    tok = family_tokenizer("qwen3")
+    strict = (
+        "{% for m in messages %}{% if m.role == 'tool' and not loop.previtem.tool_calls %}"
+        "{{ raise_exception('a tool message must follow a tool call') }}{% endif %}"
+        "<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    tok.chat_template = strict
+    env = TokenEnv(gym.make(QA), tok, renderer="template")
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    reply = encode(tok, "Paris<|im_end|>")
+    _, reward, terminated, _, _ = env.step(reply)
+    assert (reward, terminated) == (1.0, True)
+    env.close()
+    tok.chat_template = "{{ raise_exception('this template renders nothing') }}"
+    with pytest.raises(ValueError, match="cannot render a plain conversation.*renders nothing"):
+        TokenEnv(gym.make(QA), tok, renderer="template")
