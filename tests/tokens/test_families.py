@@ -218,11 +218,11 @@ def test_a_template_that_refuses_the_probe_conversation_is_handled() -> None:
     )
     tok.chat_template = strict
     env = TokenEnv(gym.make(QA), tok, renderer="template")
-    prompt, _ = env.reset(seed=0, options={"index": 0})
+    env.reset(seed=0, options={"index": 0})
     reply = encode(tok, "Paris<|im_end|>")
     _, reward, terminated, _, _ = env.step(reply)
     assert (reward, terminated) == (1.0, True)
     env.close()
     tok.chat_template = "{{ raise_exception('this template renders nothing') }}"
-    with pytest.raises(ValueError, match="cannot render a plain conversation.*renders nothing"):
+    with pytest.raises(ValueError, match=r"cannot render a plain conversation.*renders nothing"):
         TokenEnv(gym.make(QA), tok, renderer="template")
