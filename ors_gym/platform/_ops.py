@@ -11,36 +11,22 @@ does: ``OPENREWARD_API_URL``, else the ``api.`` subdomain of ``OPENREWARD_URL``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 from ors_gym.backends.http._exchange import Exchange
-from ors_gym.backends.http._settings import DEFAULT_PLATFORM_URL
+from ors_gym.backends.http._settings import platform_location
 from ors_gym.backends.http._steps import Op
-from ors_gym.errors import OrsProtocolError, redact_url
+from ors_gym.errors import OrsProtocolError
 
 __all__ = ["PlatformOps", "api_location_and_source", "split_deployment"]
 
 
 def api_location_and_source(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """The platform's API host as the SDK finds it, and the variable it came from."""
-    env = os.environ if environ is None else environ
-    for var in ("OPENREWARD_API_URL", "OPENREWARD_URL"):
-        value = env.get(var)
-        if value and not value.startswith(("http://", "https://")):
-            raise ValueError(
-                f"{var}={redact_url(value)!r} is not an http(s) URL; set it with its scheme, "
-                f"e.g. {var}=https://{value.split('//')[-1].strip('/')}"
-            )
-    explicit = env.get("OPENREWARD_API_URL")
-    if explicit:
-        return explicit.rstrip("/"), "OPENREWARD_API_URL"
-    parts = urlsplit(env.get("OPENREWARD_URL") or DEFAULT_PLATFORM_URL)
-    source = ("the api. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
-              "the default (OPENREWARD_API_URL and OPENREWARD_URL are unset)")
-    return urlunsplit(parts._replace(netloc=f"api.{parts.netloc}")).rstrip("/"), source
+    location, source = platform_location("OPENREWARD_API_URL", "api", environ)
+    return location.rstrip("/"), source
 
 
 def split_deployment(deployment: str) -> tuple[str, str]:

@@ -33,6 +33,7 @@ __all__ = [
     "hosted_location_and_source",
     "key_domains",
     "origin",
+    "platform_location",
     "split_base_url",
     "url_of",
 ]
@@ -129,21 +130,30 @@ def hosted_location(environ: Mapping[str, str] | None = None) -> str:
 def hosted_location_and_source(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
     """:func:`hosted_location` and the variable it came from; a value without an http(s)
     scheme is refused with a ``ValueError`` naming its variable."""
+    return platform_location("OPENREWARD_SESSION_URL", "sessions", environ)
+
+
+def platform_location(
+    variable: str, subdomain: str, environ: Mapping[str, str] | None = None
+) -> tuple[str, str]:
+    """One of the platform's hosts as the SDK finds it, and where it came from: ``variable``,
+    else the ``subdomain`` of ``OPENREWARD_URL`` (default the platform's own address); a
+    value without an http(s) scheme is refused with a ``ValueError`` naming its variable."""
     env = os.environ if environ is None else environ
-    for var in ("OPENREWARD_SESSION_URL", "OPENREWARD_URL"):
+    for var in (variable, "OPENREWARD_URL"):
         value = env.get(var)
         if value and not value.startswith(("http://", "https://")):
             raise ValueError(
                 f"{var}={redact_url(value)!r} is not an http(s) URL; set it with its scheme, "
                 f"e.g. {var}=https://{value.split('//')[-1].strip('/')}"
             )
-    explicit = env.get("OPENREWARD_SESSION_URL")
+    explicit = env.get(variable)
     if explicit:
-        return explicit, "OPENREWARD_SESSION_URL"
+        return explicit, variable
     parts = urlsplit(env.get("OPENREWARD_URL") or DEFAULT_PLATFORM_URL)
-    source = ("the sessions. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
-              "the default (OPENREWARD_SESSION_URL and OPENREWARD_URL are unset)")
-    return urlunsplit(parts._replace(netloc=f"sessions.{parts.netloc}")), source
+    source = (f"the {subdomain}. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
+              f"the default ({variable} and OPENREWARD_URL are unset)")
+    return urlunsplit(parts._replace(netloc=f"{subdomain}.{parts.netloc}")), source
 
 
 #: First-party services the SDK lets an environment use the user's key with.
