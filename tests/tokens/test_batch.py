@@ -139,7 +139,7 @@ def test_setups_and_tool_calls_overlap_and_sessions_end_with_their_episodes(
         assert [i["index"] for i in infos] == list(range(N))  # in the rows' order
         assert all(f"(task {k})" in tok.decode(p) for k, p in enumerate(prompts))
         assert Rendezvous.live - before == N and batch.running == list(range(N))
-        obs, rewards, terms, truncs, step_infos = batch.step([calling(tok, "meet")] * N)
+        obs, rewards, terms, truncs, _ = batch.step([calling(tok, "meet")] * N)
         assert rewards == [1.0] * N and terms == [True] * N and truncs == [False] * N
         assert [t.stop_reason for t in batch.trajectories] == [stops.ENV_ENDED] * N
         assert all(o == t.ids for o, t in zip(obs, batch.trajectories, strict=True))

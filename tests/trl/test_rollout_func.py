@@ -25,7 +25,7 @@ from ors_gym.trl import OrsSpec, ors_reward
 if importlib.util.find_spec("trl") is None or importlib.util.find_spec("torch") is None:
     pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
 
-from ors_gym.serving import quiet_sdk_logging  # noqa: E402
+from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
 
