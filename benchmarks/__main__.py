@@ -27,7 +27,7 @@ from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
 NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens",
-         "sse")
+         "sse", "batch")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
