@@ -27,7 +27,7 @@ from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
 NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens",
-         "sse")
+         "sse", "batch")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -46,6 +46,7 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "trl": {"quick": {"rounds": 3}, "default": {}, "full": {}},
         "tokens": {"quick": {"rounds": 5}, "default": {}, "full": {}},
         "sse": {"quick": {"rounds": 3}, "default": {}, "full": {}},
+        "batch": {"quick": {"groups": (8,), "rounds": 1}, "default": {}, "full": {}},
     }
     return table[name][mode]
 
@@ -134,6 +135,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "trl": ("benchmarks.bench_trl", _same),
     "tokens": ("benchmarks.bench_tokens", _same),
     "sse": ("benchmarks.bench_sse", _same),
+    "batch": ("benchmarks.bench_batch", _same),
 }
 
 

@@ -7,8 +7,8 @@ training adds ``is_last_step`` and ``trajectory_ids``, with each trajectory's
 rows adjacent. Its stop reasons are the inference engine's: ``"stop"`` (the
 model ended its turn) and ``"length"`` (cut by the token budget); its
 ``zero_reward_on_non_stop`` and overlong filtering zero every other one, so an
-episode that the environment ended is ``"stop"`` here, and ORS's own reason
-goes to ``env_metrics``.
+episode that the environment ended is ``"stop"`` here, one the environment
+failed is ``"abort"``, and ORS's own reason goes to ``env_metrics``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import logging
 import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+
+from ors_gym.tokens import stops
 
 if TYPE_CHECKING:
     from ors_gym.tokens import Trajectory
@@ -27,11 +29,15 @@ logger = logging.getLogger(__name__)
 
 
 def skyrl_stop_reason(stop_reason: str | None) -> str:
-    """SkyRL's stop reason for a trajectory's: ``"length"`` when the token budget cut it,
-    else ``"stop"`` (the env ended it, or its turn limit did, after a whole turn)."""
+    """SkyRL's stop reason for a trajectory's (:data:`ors_gym.tokens.stops.SKYRL`):
+    ``"length"`` when a token budget cut it, ``"abort"`` when the environment failed
+    (SkyRL zeroes its reward), else ``"stop"`` (the model or the env ended it, or its
+    turn limit did, after a whole turn)."""
     if stop_reason is None:
         raise ValueError("the trajectory is still running: step it until it ends first")
-    return "length" if stop_reason == "max_tokens" else "stop"
+    if stop_reason not in stops.SKYRL:
+        raise ValueError(f"unknown stop reason {stop_reason!r}; known: {stops.STOP_REASONS}")
+    return stops.SKYRL[stop_reason]
 
 
 def _row_rewards(trajectory: Trajectory) -> list[float]:

@@ -3,7 +3,9 @@
 SkyRL's generator makes one env per trajectory from a dataset row
 (``skyrl_gym.make(env_class, env_config=..., extras=row)``), calls
 ``init(prompt)``, then ``step(model_text)`` until ``done``, then ``close()``.
-The row's extras name the task (``env_id``, ``split``, ``index``); the model's
+The row's extras name the task (``env_id``, ``split``, ``index``), read as an
+``ors_gym.tokens.EpisodeRow`` and opened over one backend per environment for
+the whole process (no env stack per trajectory); the model's
 text is parsed by ``OrsEnv`` (tool calls in the formats ``parse_action`` reads;
 a plain message goes to the terminal tool, or ends the episode).
 """
@@ -14,11 +16,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gymnasium as gym
-
-from ors_gym.env import OrsEnv
+from ors_gym._runtime import Runtime
+from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.protocol import ListToolsOutput, Message
+from ors_gym.tokens._open import Backends, EpisodeRow
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -28,6 +30,15 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 __all__ = ["OrsTextEnv", "system_prompt"]
+
+#: SkyRL calls an env's methods from its worker threads: every episode runs on this one
+#: event loop, over one backend per environment (``_BACKENDS``, used on it only).
+_RUNTIME = Runtime("ors-skyrl")
+_BACKENDS = Backends(on_error="raise")
+
+
+async def _open(row: EpisodeRow) -> AsyncOrsEnv:
+    return _BACKENDS.env(row)
 
 _ROLES = frozenset({"system", "user", "assistant"})
 
@@ -79,38 +90,42 @@ class OrsTextEnv(BaseTextEnv):
         kwargs: dict[str, Any] = {"no_tool_call": "terminate"}
         kwargs.update(dict(_get(env_config, "env_kwargs") or {}))
         kwargs.update(dict(extras.get("env_kwargs") or {}))
-        self._made = gym.make(self.env_id, **kwargs)
-        env = self._made.unwrapped
-        if not isinstance(env, OrsEnv):
-            self._made.close()
-            raise TypeError(f"{self.env_id!r} is not an ORS environment id (it made {env!r})")
-        self.env: OrsEnv = env
+        options: dict[str, Any] = {}
+        if self.index is not None:
+            options["index"] = self.index
+        if self.split is not None:
+            options["split"] = str(self.split)
+        self.row = EpisodeRow(self.env_id, kwargs, options)
+        self.env: AsyncOrsEnv = _RUNTIME.run(_open(self.row))
         self.rewards: list[float] = []
 
     def init(self, prompt: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Start the episode's session; the conversation is the row's own non-empty
         messages, a system message offering the tools (unless the row has one) and the
         task's prompt."""
-        options: dict[str, Any] = {}
-        if self.index is not None:
-            options["index"] = self.index
-        if self.split is not None:
-            options["split"] = str(self.split)
-        _, info = self.env.reset(options=options)
+        info, opening = _RUNTIME.run(self._reset())
         given = [dict(m) for m in _as_messages(prompt) if m.get("content")]
         conversation: list[dict[str, Any]] = []
         if not any(m.get("role") == "system" for m in given):
             conversation.append({"role": "system", "content": system_prompt(self.env.tools)})
         conversation += given
-        conversation += [_chat_message(m) for m in self.env.messages()]
+        conversation += [_chat_message(m) for m in opening]
         return conversation, {"env_id": self.env_id, "index": info.get("index")}
 
+    async def _reset(self) -> tuple[dict[str, Any], list[Message]]:
+        self.env.prefetch_messages = True
+        _, info = await self.env.reset(options=self.row.options)
+        return info, await self.env.messages()
+
     def step(self, action: str) -> BaseTextEnvStepOutput:
-        """Run the tool calls written in ``action`` (or send it to the terminal tool)."""
+        """Run the tool calls written in ``action`` (or send it to the terminal tool); the
+        session is given back when the episode ends."""
         self.turns += 1
-        observation, reward, terminated, truncated, info = self.env.step(action)
+        observation, reward, terminated, truncated, info = _RUNTIME.run(self._step(action))
         self.rewards.append(float(reward))
         done = bool(terminated or truncated) or self.turns >= self.max_turns
+        if done:
+            _RUNTIME.run(self.env.end_session())
         text = str(observation["text"])
         if observation["images"]:
             text += f"\n[{len(observation['images'])} image(s) not shown: text only]"
@@ -127,9 +142,12 @@ class OrsTextEnv(BaseTextEnv):
             postprocessed_action=action,
         )
 
+    async def _step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return await self.env.step(action)
+
     def close(self) -> None:
-        """Delete the session (and the env's backend)."""
-        self._made.close()
+        """Delete the session (the environment's backend stays, shared by the episodes)."""
+        _RUNTIME.run(self.env.close())
 
     def get_metrics(self) -> dict[str, Any]:
         return {"turns": self.turns, "return": float(sum(self.rewards))}

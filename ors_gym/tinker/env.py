@@ -12,7 +12,8 @@ overflow end the episode as there), and gives the session back the moment
 the episode ends, however it ends.
 
 Stop reasons are tinker-cookbook's ``stop/<reason>`` metrics (one-hot, on the
-last transition): :data:`STOP_REASONS` maps ORS endings to them.
+last transition): :data:`STOP_REASONS` maps the shared stop vocabulary
+(:mod:`ors_gym.tokens.stops`) to them.
 """
 
 from __future__ import annotations
@@ -22,35 +23,30 @@ from collections.abc import Mapping
 from typing import Any
 
 from tinker_cookbook.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
-from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverflow, StopReason
+from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverflow
 
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.formats import StepExchange, step_exchange
 from ors_gym.tinker._convert import assistant_action, opening_messages, reply_messages, tool_specs
+from ors_gym.tokens import stops
 
 __all__ = ["STOP_REASONS", "OrsMessageEnv", "OrsTinkerEnv", "stop_reason"]
 
 logger = logging.getLogger("ors_gym")
 
-#: ORS truncation reasons (``info["truncation_reason"]``) as tinker-cookbook stop reasons.
-#: tinker-cookbook names no environment failure, so those keep names of their own.
-STOP_REASONS: Mapping[str, str] = {
-    "max_steps": StopReason.MAX_TURNS,
-    "no_tool_call": StopReason.COMPLETED,
-    "timeout": "env_timeout",
-    "session_lost": "env_error",
-    "server_error": "env_error",
-}
+#: The shared stop vocabulary (:mod:`ors_gym.tokens.stops`) as tinker-cookbook stop reasons.
+#: tinker-cookbook names no environment failure, so ``env_error`` keeps its own name.
+STOP_REASONS: Mapping[str, str] = stops.TINKER
 
 
 def stop_reason(terminated: bool, info: Mapping[str, Any], exchange: StepExchange) -> str:
     """The tinker-cookbook stop reason of an ORS step that ended its episode: ``completed``
     when the model's plain reply ended it (graded by the terminal tool), ``tool_stopped``
     when a tool call did, else the truncation's (:data:`STOP_REASONS`)."""
-    if terminated:
-        return StopReason.COMPLETED if exchange.routed else StopReason.TOOL_STOPPED
-    reason = str(info.get("truncation_reason") or "max_steps")
-    return STOP_REASONS.get(reason, "env_error")
+    turn = exchange.turn
+    reason = stops.from_step(terminated, not terminated, info, plain=not turn.tool_calls,
+                             parse_errors=bool(turn.errors))
+    return STOP_REASONS[reason or stops.MAX_TURNS]
 
 
 class OrsMessageEnv(MessageEnv):

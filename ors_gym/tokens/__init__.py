@@ -4,23 +4,33 @@
 sampled and returns the next prompt's ids: the previous ones, the sampled ids
 verbatim, then the environment's reply as the chat template renders it.
 ``env.trajectory`` is the record (:class:`Trajectory`: ids, mask, logprobs,
-messages) with exporters for TRL, veRL and SkyRL. Needs a tokenizer
+messages) with exporters for TRL, veRL and SkyRL. ``TokenBatch`` (and
+``AsyncTokenBatch``) runs N episodes together on one loop over shared
+backends (``Backends``, opened from ``EpisodeRow`` rows), as trainers do;
+``stops`` is the vocabulary of stop reasons. Needs a tokenizer
 (transformers); the ``tokens`` extra adds the ``renderers`` library.
 """
 
 from __future__ import annotations
 
+from ors_gym.tokens._open import Backends, EpisodeRow, shared_backends
 from ors_gym.tokens.async_env import AsyncTokenEnv
+from ors_gym.tokens.batch import AsyncTokenBatch, TokenBatch
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 from ors_gym.tokens.env import TokenEnv, TokenSpace
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 __all__ = [
+    "AsyncTokenBatch",
     "AsyncTokenEnv",
+    "Backends",
     "Bridge",
+    "EpisodeRow",
     "TemplateBridge",
+    "TokenBatch",
     "TokenEnv",
     "TokenRow",
     "TokenSpace",
     "Trajectory",
+    "shared_backends",
 ]

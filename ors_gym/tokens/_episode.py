@@ -22,6 +22,7 @@ from ors_gym.formats import (
     step_exchange,
 )
 from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
@@ -181,11 +182,8 @@ class Episode:
         traj.messages.append(message)
         traj.images += _images(observation)
         terminated, truncated = bool(terminated), bool(truncated)
-        stop = None
-        if terminated:
-            stop = "finished"
-        elif truncated:
-            stop = str(info.get("truncation_reason") or "max_steps")
+        stop = stops.from_step(terminated, truncated, info, plain=not turn.tool_calls,
+                               parse_errors=bool(turn.errors))
         if stop is not None:  # the model reads no more: only close its turn
             row._add(self.bridge.close(ids), sampled=False)
         else:
@@ -201,7 +199,7 @@ class Episode:
                 self.max_tokens is not None
                 and len(row.completion_ids) + len(added) > self.max_tokens
             ):
-                stop, truncated = "max_tokens", True
+                stop, truncated = stops.MAX_TOKENS, True
                 row._add(self.bridge.close(ids), sampled=False)
             else:
                 traj.messages += new
@@ -211,7 +209,7 @@ class Episode:
             and self.max_tokens is not None
             and len(row.completion_ids) >= self.max_tokens
         ):
-            stop, truncated = "max_tokens", True
+            stop, truncated = stops.MAX_TOKENS, True
         traj.stop_reason = stop
         traj.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
         info = dict(info)

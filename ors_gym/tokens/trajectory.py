@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ors_gym.tokens import stops
+
 __all__ = ["TokenRow", "Trajectory"]
 
 
@@ -61,12 +63,14 @@ class Trajectory:
     reasoning and tool-call tags included; the environment's reply to the last
     turn, which the model never reads, is in that step's ``info["new_messages"]``
     only); ``tools``: the tools in OpenAI
-    format. ``stop_reason``: ``None`` while running, then ``"finished"`` (the
-    env ended it), ``"max_steps"``, ``"max_tokens"`` or the env's
-    ``truncation_reason``. ``logprobs_given``: every turn came with the sampler's
-    logprobs. ``images``: the images the environment sent (arrays, in order),
-    also for a text model that saw only a note; ``multi_modal_data``: a
-    multimodal renderer's data for the last row's placeholders.
+    format. ``stop_reason``: ``None`` while running, then one of
+    :data:`ors_gym.tokens.stops.STOP_REASONS` (``"completed"``, ``"env_ended"``,
+    ``"max_turns"``, ``"max_tokens"``, ``"context_overflow"``, ``"parse_error"``,
+    ``"env_error"``, ``"timeout"``); ``failed`` says the environment failed.
+    ``logprobs_given``: every turn came with the sampler's logprobs. ``images``:
+    the images the environment sent (arrays, in order), also for a text model
+    that saw only a note; ``multi_modal_data``: a multimodal renderer's data for
+    the last row's placeholders.
     """
 
     rows: list[TokenRow]
@@ -119,6 +123,11 @@ class Trajectory:
     def done(self) -> bool:
         return self.stop_reason is not None
 
+    @property
+    def failed(self) -> bool:
+        """The environment failed (``env_error``, ``timeout``): no grade to train on."""
+        return self.stop_reason in stops.FAILURES
+
     # -- exporters -----------------------------------------------------------------------
     def to_trl(self, row: int = -1) -> dict[str, Any]:
         """TRL ``rollout_func`` fields for one row (the last by default): ``prompt_ids``,
@@ -155,7 +164,8 @@ class Trajectory:
     def to_skyrl(self, row: int = -1) -> dict[str, Any]:
         """SkyRL ``GeneratorOutput`` fields for one trajectory (values, not batches): the
         row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
-        (SkyRL's vLLM-style reasons: ``"length"`` for ``max_tokens``, else ``"stop"``),
+        (SkyRL's names, :data:`ors_gym.tokens.stops.SKYRL`: ``"length"`` for a token
+        budget, ``"abort"`` for an environment failure, else ``"stop"``),
         ``rollout_logprobs`` and, for step-wise training, ``is_last_step``."""
         r = self.rows[row]
         return {
@@ -163,7 +173,7 @@ class Trajectory:
             "response_ids": list(r.completion_ids),
             "rewards": self.reward,
             "loss_masks": list(r.mask),
-            "stop_reasons": "length" if self.stop_reason == "max_tokens" else "stop",
+            "stop_reasons": stops.SKYRL.get(self.stop_reason or "", "stop"),
             "rollout_logprobs": list(r.logprobs) if self.logprobs_given else None,
             "is_last_step": row in (-1, len(self.rows) - 1),
         }

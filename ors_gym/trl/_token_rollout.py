@@ -1,10 +1,13 @@
-"""``OrsSpec.rollout_func``: each dataset row's task as a ``TokenEnv`` episode.
+"""``OrsSpec.rollout_func``: each dataset row's task as an episode of one ``TokenBatch``.
 
 TRL calls a rollout function with the prompts of a batch (each row repeated
 ``num_generations`` times by its sampler) and the trainer. Each prompt names
 its task (``OrsSpec.train_dataset`` puts the env id and task index in the user
-turn); each becomes one episode, and all episodes sample one turn at a time
-in one batch until every one has ended or used up ``max_completion_length``.
+turn); each becomes one episode of a ``TokenBatch``: all are reset at once,
+then all sample one turn in one batch and step at once, until every one has
+ended or used up ``max_completion_length``. Every session is given back
+before the call returns. An episode the environment failed is handed to the
+trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None).
 What the trainer trains on is the trajectory's own record: the sampled ids
 verbatim, the environment's ids between turns (``env_mask`` 0) and the
 sampler's logprobs.
@@ -15,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import gymnasium as gym
-
+from ors_gym.tokens import stops
+from ors_gym.tokens._open import EpisodeRow
 from ors_gym.trl._sample import lockstep, more_anywhere, sample, tokenizer_of
 
 __all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]
@@ -28,7 +31,7 @@ RETURN_FIELD, TRAJECTORY_FIELD = "ors_return", "ors_trajectory"
 
 
 class TokenRollouts:
-    """The rollout function: a pool of ``TokenEnv`` per env id, reused across calls."""
+    """The rollout function: one ``TokenBatch`` (its backends kept across calls)."""
 
     def __init__(
         self,
@@ -39,7 +42,7 @@ class TokenRollouts:
         self._env_kwargs = {k: dict(v) for k, v in env_kwargs.items()}
         self._split = split
         self._token_kwargs = dict(token_kwargs)
-        self._pool: dict[str, list[Any]] = {}
+        self._batch: Any = None
         self._tokenizer: Any = None
         self._limit: int | None = None
 
@@ -47,31 +50,45 @@ class TokenRollouts:
         tasks = [self._task_of(p) for p in prompts]
         limit = int(trainer.args.max_completion_length)
         tokenizer = tokenizer_of(trainer)
-        if tokenizer is not self._tokenizer or limit != self._limit:
+        if self._batch is None or tokenizer is not self._tokenizer or limit != self._limit:
             self.close()
             self._tokenizer, self._limit = tokenizer, limit
-        envs = self._take(tasks, trainer)
-        episodes = _run(envs, tasks, self._split, trainer, limit)
+            self._batch = self._make_batch(trainer)
+        rows = [EpisodeRow(env_id, self._env_kwargs[env_id],
+                           {"index": index, "split": self._split}) for env_id, index in tasks]
+        trajectories = _run(self._batch, rows, trainer, limit)
+        masked = _masks_truncated(trainer)
         out: dict[str, list[Any]] = {
             "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
             RETURN_FIELD: [], TRAJECTORY_FIELD: []}
-        for env in episodes:
-            trajectory = env.trajectory  # a reset makes a new one: this record stays as it is
+        for trajectory in trajectories:  # a reset makes new ones: these records stay as they are
             fields = trajectory.to_trl(_trained_row(trajectory))
+            kind = stops.TRL.get(trajectory.stop_reason or "", "stop")
+            if kind == "failed" or (kind == "truncated" and masked):
+                # the environment failed (or TRL masks cut completions): no token is trained on
+                fields["env_mask"] = [0] * len(fields["env_mask"])
             for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
                 out[key].append(fields[key])
-            out[RETURN_FIELD].append(trajectory.reward)
+            out[RETURN_FIELD].append(None if kind == "failed" else trajectory.reward)
             out[TRAJECTORY_FIELD].append(trajectory)
         return out
 
     def close(self) -> None:
-        """Close every pooled environment (their sessions end)."""
-        for envs in self._pool.values():
-            for env in envs:
-                env.close()
-        self._pool.clear()
+        """Close the batch: its open sessions end, its backends close."""
+        if self._batch is not None:
+            self._batch.close()
+            self._batch = None
 
     # -- internals -------------------------------------------------------------------
+    def _make_batch(self, trainer: Any) -> Any:
+        from ors_gym.tokens import TokenBatch
+
+        options = {"max_tokens": self._limit, **self._token_kwargs}
+        template = trainer.args.chat_template_kwargs
+        if template and "chat_template_kwargs" not in options:
+            options["chat_template_kwargs"] = dict(template)
+        return TokenBatch(self._tokenizer, **options)
+
     def _task_of(self, prompt: Any) -> tuple[str, int]:
         turn = prompt[-1] if isinstance(prompt, Sequence) and prompt else None
         if not isinstance(turn, Mapping) or turn.get(TASK_ENV) is None or turn.get(
@@ -86,26 +103,6 @@ class TokenRollouts:
                 f"({sorted(self._env_kwargs)})")
         return env_id, int(turn[TASK_INDEX])
 
-    def _take(self, tasks: Sequence[tuple[str, int]], trainer: Any) -> list[Any]:
-        """One pooled ``TokenEnv`` per task, making more when this batch needs them."""
-        from ors_gym.tokens import TokenEnv
-
-        handed: dict[str, int] = {}
-        envs = []
-        for env_id, _ in tasks:
-            pool = self._pool.setdefault(env_id, [])
-            k = handed.get(env_id, 0)
-            if k == len(pool):
-                made = gym.make(env_id, **self._env_kwargs[env_id])
-                options = {"max_tokens": self._limit, **self._token_kwargs}
-                template = trainer.args.chat_template_kwargs
-                if template and "chat_template_kwargs" not in options:
-                    options["chat_template_kwargs"] = dict(template)
-                pool.append(TokenEnv(made, self._tokenizer, **options))
-            handed[env_id] = k + 1
-            envs.append(pool[k])
-        return envs
-
 
 def _trained_row(trajectory: Any) -> int:
     """The row TRL trains on: the last with sampled ids (a template that rewrites history
@@ -114,38 +111,43 @@ def _trained_row(trajectory: Any) -> int:
     return max((k for k, r in enumerate(rows) if r.completion_ids), default=len(rows) - 1)
 
 
-def _run(envs: list[Any], tasks: Sequence[tuple[str, int]], split: str, trainer: Any,
-         limit: int) -> list[Any]:
-    """Reset every episode, then sample one turn for all running ones until none runs."""
-    ids: list[list[int]] = []
-    for env, (_, index) in zip(envs, tasks, strict=True):
-        first, _ = env.reset(options={"index": index, "split": split})
-        ids.append(list(first))
-    running = list(range(len(envs)))
-    together = lockstep(trainer)
-    while True:
-        # every row counts, so an episode whose template keeps starting rows still ends
-        used = {i: sum(len(r.completion_ids) for r in envs[i].trajectory.rows) for i in running}
-        running = [i for i in running if used[i] < limit]
-        if together:
-            # vLLM gathers every process's prompts and slices its answer by equal shares:
-            # every process sends all its episodes until none runs anywhere
-            if not more_anywhere(trainer, bool(running)):
+def _masks_truncated(trainer: Any) -> bool:
+    return bool(getattr(trainer.args, "mask_truncated_completions", False))
+
+
+def _run(batch: Any, rows: list[EpisodeRow], trainer: Any, limit: int) -> list[Any]:
+    """Reset every episode at once, then sample one turn for all running ones and step
+    them at once, until none runs; every session is given back before returning."""
+    try:
+        first, _ = batch.reset(rows)
+        ids = [list(p) for p in first]
+        trajectories = batch.trajectories
+        running = batch.running
+        together = lockstep(trainer)
+        while True:
+            # every row counts, so an episode whose template keeps starting rows still ends
+            used = {i: sum(len(r.completion_ids) for r in trajectories[i].rows)
+                    for i in running}
+            running = [i for i in running if used[i] < limit]
+            if together:
+                # vLLM gathers every process's prompts and slices its answer by equal shares:
+                # every process sends all its episodes until none runs anywhere
+                if not more_anywhere(trainer, bool(running)):
+                    break
+                sent = list(range(len(rows)))
+            elif running:
+                sent = running
+            else:
                 break
-            batch = list(range(len(envs)))
-        elif running:
-            batch = running
-        else:
-            break
-        budgets = [max(1, limit - used[i]) if i in used else 1 for i in batch]
-        sampled = sample(trainer, [ids[i] for i in batch], budgets)
-        still = []
-        for i, (new, logprobs) in zip(batch, sampled, strict=True):
-            if i not in used or used[i] >= limit:
-                continue
-            step = envs[i].step({"ids": new, "logprobs": logprobs})
-            ids[i] = list(step[0])
-            if not (step[2] or step[3]):
-                still.append(i)
-        running = still
-    return envs
+            budgets = [max(1, limit - used[i]) if i in running else 1 for i in sent]
+            sampled = sample(trainer, [ids[i] for i in sent], budgets)
+            actions: list[Any] = [None] * len(rows)
+            for i, (new, logprobs) in zip(sent, sampled, strict=True):
+                if i in running:
+                    actions[i] = {"ids": new, "logprobs": logprobs}
+            obs, *_ = batch.step(actions)
+            ids = [list(o) for o in obs]
+            running = batch.running
+    finally:
+        batch.end(stops.MAX_TOKENS)  # what still runs has used its budget
+    return trajectories

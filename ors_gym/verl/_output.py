@@ -5,7 +5,11 @@ requires and its batching reads: ``metrics`` (an ``AgentLoopMetrics``),
 ``num_turns`` counted as veRL's ``ToolAgentLoop`` counts them (the opening
 prompt, each assistant turn, each round of environment replies; no system
 message), the ``turn_scores``/``tool_rewards`` extra fields veRL's loops
-always carry, and a response held to ``rollout.response_length``.
+always carry, and a response held to ``rollout.response_length``. The
+episode's ``stop_reason`` (:mod:`ors_gym.tokens.stops`) is an extra field, with
+``finish_reason`` in veRL's words; an episode the environment failed
+(``env_error``, ``timeout``) has its ``response_mask`` zeroed, so it is not
+trained on.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.tokens import Trajectory
+from ors_gym.tokens import Trajectory, stops
 
 __all__ = ["agent_loop_output", "num_turns"]
 
@@ -59,9 +63,13 @@ def agent_loop_output(
     fields["response_mask"] = fields["response_mask"][cut]
     if fields["response_logprobs"] is not None:
         fields["response_logprobs"] = fields["response_logprobs"][cut]
+    if trajectory.failed:  # the environment failed: nothing here to train on
+        fields["response_mask"] = [0] * len(fields["response_mask"])
     fields["num_turns"] = num_turns(trajectory.messages)
+    reason = trajectory.stop_reason
     fields["extra_fields"] = {
         **fields.get("extra_fields", {}),
+        "finish_reason": None if reason is None else stops.VERL[reason],
         "turn_scores": list(trajectory.rewards),
         "tool_rewards": [],
     }

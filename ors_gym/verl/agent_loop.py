@@ -2,7 +2,10 @@
 
 veRL makes one agent loop per sample and awaits ``run(sampling_params,
 **row)``. This one opens the row's ORS episode (``extra_info``: ``env_id``,
-``split``, ``index``...) as an ``AsyncTokenEnv``, asks veRL's server manager
+``split``, ``index``...) as a token batch of one, over the worker's shared
+backends (``ors_gym.tokens.shared_backends``: one per environment on the
+worker's event loop, so a sample opens no connection and repeats no tool
+discovery) and one bridge per tokenizer, asks veRL's server manager
 for each completion from the token sequence so far, and hands the sampled ids
 and logprobs to the env verbatim. The env's tokens (tool results, template
 tags) come back with mask 0; the reward is the env's own grade, so veRL's
@@ -12,13 +15,14 @@ reward function is not called for these samples.
 from __future__ import annotations
 
 import logging
+import weakref
 from typing import Any
 from uuid import uuid4
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.tokens import AsyncTokenEnv
+from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_backends
+from ors_gym.tokens._choose import make_bridge
 from ors_gym.verl._output import agent_loop_output
-from ors_gym.verl._rows import EpisodeRow
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
@@ -53,27 +57,25 @@ class OrsAgentLoop(AgentLoopBase):
         self, sampling_params: dict[str, Any], priority: int = 0, **kwargs: Any
     ) -> AgentLoopOutput:
         row = EpisodeRow.from_row(kwargs)
-        env = AsyncTokenEnv(
-            row.make(),
-            self.tokenizer,
-            max_tokens=self.response_length,
-            chat_template_kwargs=dict(self.apply_chat_template_kwargs or {}),
-        )
+        template = dict(self.apply_chat_template_kwargs or {})
+        # the worker's backends (one per environment, shared by every sample on its loop)
+        batch = AsyncTokenBatch(self.tokenizer, renderer=_bridge(self.tokenizer, template),
+                                max_tokens=self.response_length, backends=shared_backends())
         metrics: dict[str, Any] = {}
         preempted: list[int] = []
         # one id per episode: the server routes its turns to one replica, keeping its prefix cache
         full_determinism = getattr(self.rollout_config, "full_determinism", False)
         request_id = f"det-{int(priority)}" if full_determinism else uuid4().hex
         try:
-            ids, _ = await env.reset(seed=row.seed, options=row.options)
+            (ids,), _ = await batch.reset([row])
             if len(ids) > self.prompt_length:
                 raise ValueError(
                     f"the task's prompt of {row.env_id} is {len(ids)} tokens, over "
                     f"rollout.prompt_length={self.prompt_length}: raise prompt_length"
                 )
-            done = False
-            while not done:
-                left = self.response_length - len(env.trajectory.completion_ids)
+            (trajectory,) = batch.trajectories
+            while not trajectory.done:
+                left = self.response_length - len(trajectory.completion_ids)
                 params = {**sampling_params, "max_tokens": max(1, left)}
                 with simple_timer("generate_sequences", metrics):
                     out = await self.server_manager.generate(
@@ -85,12 +87,10 @@ class OrsAgentLoop(AgentLoopBase):
                 if out.log_probs:
                     action = {"ids": action, "logprobs": list(out.log_probs)}
                 with simple_timer("tool_calls", metrics):
-                    ids, _, terminated, truncated, _ = await env.step(action)
-                done = terminated or truncated
+                    (ids,), *_ = await batch.step([action])
         finally:
-            await env.close()
+            await batch.close()  # the session, if still open; the shared backends stay
         metrics["num_preempted"] = sum(preempted) if preempted else -1  # -1: not reported
-        trajectory = env.trajectory
         if trajectory.step_wise:
             logger.warning(
                 "%s: the chat template rewrote the history, so only the episode's last token "
@@ -99,3 +99,19 @@ class OrsAgentLoop(AgentLoopBase):
             )
         return agent_loop_output(trajectory, response_length=self.response_length,
                                  metrics=metrics)
+
+
+#: One bridge per tokenizer and template arguments, shared by the worker's samples.
+_BRIDGES: weakref.WeakKeyDictionary[Any, dict[str, Bridge]] = weakref.WeakKeyDictionary()
+
+
+def _bridge(tokenizer: Any, template: dict[str, Any]) -> Bridge:
+    key = repr(sorted(template.items()))
+    try:
+        per_tokenizer = _BRIDGES.setdefault(tokenizer, {})
+    except TypeError:  # a tokenizer that cannot be weakly referenced: a bridge each time
+        return make_bridge(tokenizer, None, template)
+    bridge = per_tokenizer.get(key)
+    if bridge is None:
+        bridge = per_tokenizer[key] = make_bridge(tokenizer, None, template)
+    return bridge

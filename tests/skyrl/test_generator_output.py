@@ -21,7 +21,7 @@ import gymnasium as gym
 from _tiny_lm import answer_text, encode, non_canonical, tiny_tokenizer, tool_call_text
 
 from ors_gym.skyrl import generator_output, skyrl_stop_reason
-from ors_gym.tokens import TokenEnv, Trajectory
+from ors_gym.tokens import TokenEnv, Trajectory, stops
 
 COUNTER, QA, MATH = "ors/Counter-v0", "ors/QA-v0", "ors/Math-v0"
 LIST_FIELDS = ("prompt_token_ids", "response_ids", "rewards", "loss_masks", "stop_reasons",
@@ -75,7 +75,7 @@ def check_skyrl_rules(out: dict[str, Any], *, step_wise: bool = False) -> None:
         if out["rollout_logprobs"]:
             assert len(out["rollout_logprobs"][i]) == len(out["response_ids"][i])
     assert all(not isinstance(r, list) for r in out["rewards"])
-    assert set(out["stop_reasons"]) <= {"stop", "length"}
+    assert set(out["stop_reasons"]) <= {"stop", "length", "abort"}  # vLLM's finish reasons
     assert isinstance(out["rollout_metrics"], dict)
     if step_wise:
         assert out["is_last_step"][-1] is True
@@ -102,7 +102,7 @@ def test_a_batch_carries_each_trajectorys_own_tokens(tok: Any) -> None:
     assert [t for t, m in zip(response, mask, strict=True) if m] == [t for ids in sent for t in ids]
     assert out["rollout_logprobs"][0][: len(sent[0])] == [-0.1] * len(sent[0])
     assert all(lp == 0.0 for lp, m in zip(out["rollout_logprobs"][0], mask, strict=True) if not m)
-    assert out["env_metrics"][0] == {"stop_reason": "finished", "turns": 3,
+    assert out["env_metrics"][0] == {"stop_reason": "env_ended", "turns": 3,
                                      "renderer": count.renderer}
     assert out["rollout_metrics"]["generate/max_num_tokens"] == max(map(len, out["response_ids"]))
     assert "is_last_step" not in out and "trajectory_ids" not in out
@@ -115,7 +115,12 @@ def test_a_token_budget_cut_is_length_and_the_rest_stop(tok: Any) -> None:
     check_skyrl_rules(out)
     assert out["stop_reasons"] == ["length"]
     assert out["env_metrics"][0]["stop_reason"] == "max_tokens"
-    assert skyrl_stop_reason("max_steps") == skyrl_stop_reason("finished") == "stop"
+    assert {r: skyrl_stop_reason(r) for r in stops.STOP_REASONS} == {
+        "completed": "stop", "env_ended": "stop", "max_turns": "stop", "max_tokens": "length",
+        "context_overflow": "length", "parse_error": "stop", "env_error": "abort",
+        "timeout": "abort"}
+    with pytest.raises(ValueError, match="unknown stop reason 'finished'"):
+        skyrl_stop_reason("finished")
 
 
 def test_without_the_samplers_logprobs_the_field_is_none(tok: Any) -> None:

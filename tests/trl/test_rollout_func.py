@@ -11,7 +11,9 @@ a fresh environment's own grading, the logprobs against the model, and the weigh
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +24,15 @@ from ors_gym.trl import OrsSpec, ors_reward
 
 if importlib.util.find_spec("trl") is None or importlib.util.find_spec("torch") is None:
     pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
+
+from ors_gym.serving import quiet_sdk_logging
+
+quiet_sdk_logging()
+
+from openreward.environments import Environment as _Environment  # noqa: E402
+from openreward.environments import TextBlock as _TextBlock  # noqa: E402
+from openreward.environments import ToolOutput as _ToolOutput  # noqa: E402
+from openreward.environments import tool as _tool  # noqa: E402
 
 COUNTER, QA = "ors/Counter-v0", "ors/QA-v0"
 ANSWERS = {0: "Paris", 1: "Tokyo"}  # QA train tasks 0 and 1
@@ -89,6 +100,97 @@ def test_the_vllm_path_asks_for_one_sample_per_episode_within_its_budget() -> No
     assert calls == [{"prompts": [[1, 2], [3]], "images": None, "n": 1, "max": 10}]
     assert Trainer.vllm_generation.max_completion_length == 512
     assert got == [([7, 8, 9], [-0.5, -0.25, None]), ([7, 8, 9, 2], [-0.5, -0.25, None, -1.0])]
+
+
+# -- one call's episodes at once, over HTTP and in-process --------------------------------------
+
+
+class Meeting(_Environment):  # type: ignore[misc]
+    """Setup and ``meet`` wait at the test's barriers (when set): they return only if all
+    the call's episodes run them at once. Counts its live sessions (creation to teardown)."""
+
+    live = 0
+    barriers: list[threading.Barrier] = []
+
+    def __init__(self, task_spec: Any = None, secrets: Any = None) -> None:
+        super().__init__(task_spec or {}, secrets or {})
+        self._alive = True
+        Meeting.live += 1
+
+    async def setup(self) -> None:
+        await _wait_at(0)
+
+    async def teardown(self) -> None:
+        if self._alive:
+            self._alive = False
+            Meeting.live -= 1
+
+    @classmethod
+    def list_splits(cls) -> list[str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[dict[str, int]]:
+        return [{"id": 0}, {"id": 1}]
+
+    async def get_prompt(self) -> list[_TextBlock]:
+        return [_TextBlock(text="Call meet.")]
+
+    @_tool
+    async def meet(self) -> _ToolOutput:
+        """Wait for the others, then end the episode with reward 1."""
+        await _wait_at(1)
+        return _ToolOutput(blocks=[_TextBlock(text="met")], reward=1.0, finished=True)
+
+
+async def _wait_at(which: int) -> None:
+    if Meeting.barriers:
+        await asyncio.to_thread(Meeting.barriers[which].wait)
+
+
+@pytest.mark.parametrize("where", ["http", "local"])
+def test_one_calls_episodes_overlap_and_give_their_sessions_back(where: str) -> None:
+    """A stand-in for the trainer's vLLM (its ``generate``'s signature, as checked above)
+    answers every prompt with a ``meet`` call; the episodes' setups and calls meet at
+    barriers of the group's size (a barrier left alone breaks, and its episode fails)."""
+    from types import SimpleNamespace
+
+    from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+
+    from ors_gym.registration import register_class
+    from ors_gym.serving import ServerThread
+
+    tok = tiny_tokenizer()
+    meet = [*encode(tok, tool_call_text("meet", {})), tok.eos_token_id]
+
+    class Generation:
+        max_completion_length = 64
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            return prompts, [meet for _ in prompts], [[[-0.5]] * len(meet) for _ in prompts], None
+
+    trainer = SimpleNamespace(
+        use_vllm=True, vllm_generation=Generation(), processing_class=tok,
+        accelerator=SimpleNamespace(num_processes=1),
+        args=SimpleNamespace(max_completion_length=64, chat_template_kwargs=None))
+    env_id = register_class(Meeting, "ors/Meeting-v0")
+    group = 4
+    with ServerThread([Meeting]) as server:
+        spec = OrsSpec(env_id, **({"base_url": server.url} if where == "http" else {}))
+        prompts = [row for row in spec.train_dataset["prompt"] for _ in range(group // 2)]
+        before = Meeting.live
+        Meeting.barriers = [threading.Barrier(group, timeout=20.0) for _ in range(2)]
+        try:
+            out = spec.rollout_func(prompts, trainer)
+        finally:
+            broken = [b.broken for b in Meeting.barriers]
+            Meeting.barriers = []
+        assert broken == [False, False]  # every setup, then every call, ran at once
+        assert out["ors_return"] == [1.0] * group
+        assert [t.stop_reason for t in out["ors_trajectory"]] == ["env_ended"] * group
+        assert Meeting.live == before  # no session open once the call has returned
+        spec.rollout_func.close()  # type: ignore[attr-defined]
 
 
 # -- a real GRPOTrainer run ---------------------------------------------------------------------

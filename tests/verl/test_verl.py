@@ -175,7 +175,17 @@ def worker_run(model_dir: Path, model: Any, tok: Any,
     config = verl_config(model_dir)
     worker = AgentLoopWorker(config, llm_client=server)
     torch.manual_seed(0)
-    out = asyncio.run(worker.generate_sequences(batch_of(dataset_rows, config, tok, model_dir)))
+
+    async def run() -> DataProto:
+        from ors_gym.tokens import shared_backends
+
+        done = await worker.generate_sequences(batch_of(dataset_rows, config, tok, model_dir))
+        backends = shared_backends()  # the worker loop's: every sample opened over these
+        server.backends_made = backends.made  # type: ignore[attr-defined]
+        await backends.aclose()
+        return done
+
+    out = asyncio.run(run())
     return out, server, dataset_rows
 
 
@@ -216,9 +226,13 @@ def test_verls_worker_batches_the_episodes(worker_run: Any, tok: Any) -> None:
     assert batch["input_ids"][0].tolist() == batch["input_ids"][3].tolist()
     assert {"stop_reason", "turn_scores", "tool_rewards"} <= set(out.non_tensor_batch)
     assert out.non_tensor_batch["stop_reason"][0] == out.non_tensor_batch["stop_reason"][3]
-    assert out.non_tensor_batch["stop_reason"][0] == "finished"
+    assert out.non_tensor_batch["stop_reason"][0] == "env_ended"  # Counter's done tool
+    assert out.non_tensor_batch["finish_reason"][0] == "completed"  # veRL's word for it
     for metrics in out.meta_info["metrics"]:  # the loop's timings; no preemption reported
         assert metrics["generate_sequences"] > 0 and metrics["num_preempted"] == -1
+    # one backend per environment (Counter and QA in-process, Counter over HTTP) for the
+    # worker's four samples: a sample opens no backend of its own
+    assert server.backends_made == 3
     # one sticky request id per episode, every turn asked for what the budget leaves
     episodes = {c["request_id"] for c in server.calls}
     assert len(episodes) == 4
