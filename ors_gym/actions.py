@@ -3,15 +3,14 @@
 An ORS agent acts only through tool calls. :func:`parse_action` accepts what
 agents and model clients actually produce and returns a :class:`ParsedAction`:
 
-- a ``str``: a plain message, or text carrying tool calls as JSON
-  (``{"name": ..., "arguments": {...}}``, a list of them, whole, fenced in
-  a code block or embedded in prose) or in ``<tool_call>...</tool_call>`` tags
-  (Hermes/Qwen);
+- a ``str``: a plain message, or text carrying tool calls as JSON (``{"name": ...,
+  "arguments": {...}}``, a list of them, whole, fenced in a code block or embedded in
+  prose) or in ``<tool_call>...</tool_call>`` tags (Hermes/Qwen; other model families'
+  formats: :func:`ors_gym.families.parse_text`);
 - a ``dict``: ``{"tool_calls": [...], "message": "..."}`` whose calls may be in
   the generic shape or as OpenAI chat-completions, Anthropic ``tool_use`` or
   OpenAI Responses ``function_call`` items; or one bare call dict;
-- a ``list``/``tuple`` of call dicts, or :class:`ToolCall` objects;
-- a :class:`ParsedAction` already read (a model family's parse): taken as it is.
+- a ``list``/``tuple`` of call dicts or :class:`ToolCall` objects; a :class:`ParsedAction`.
 
 Two kinds of failure are kept apart. A malformed action *structure* is a
 programming error and raises :class:`~ors_gym.errors.OrsActionError`. A tool
@@ -79,7 +78,7 @@ def parse_action(action: Any) -> ParsedAction:
     Raises :class:`OrsActionError` for a structurally invalid action and
     nothing else; badly written tool calls become entries of ``errors``.
     """
-    if type(action) is ParsedAction:
+    if type(action) is ParsedAction:  # read already, by a model family's parser
         return action
     try:
         if type(action) is dict and len(action) == 1:
@@ -488,15 +487,13 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+#: JSON's name for a Python value's type (bool before int: a bool is an int too).
+_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"),
+               (list, "an array"), (dict, "an object"))
+
+
 def _json_type(value: Any) -> str:
     if value is None:
         return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object" if isinstance(value, dict) else type(value).__name__
+    kinds = (name for kind, name in _JSON_TYPES if isinstance(value, kind))
+    return next(kinds, type(value).__name__)
