@@ -32,7 +32,7 @@ FLOOR_PIPE = "httpx floor pipelined"
 HTTPX = "OrsVectorEnv over httpx transport"
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 LENGTH = 10_000_000  # calls per episode: no episode ends during a run
-LATENCY = "ors_gym.envs.latency:Latency"
+LATENCY = "ors_gym.envs.testing.latency:Latency"
 #: Sessions per ``httpx.AsyncHTTPTransport`` of the floors (see ``_Floor``).
 FLOOR_SESSIONS_PER_POOL = 2
 #: The ``url`` of the in-process variant: every env hosts Latency itself (LocalBackend).
@@ -56,7 +56,12 @@ def _make(case: str, n: int, url: str) -> Any:
         return OrsVectorEnv(n, max_steps=LENGTH, autoreset_mode=AutoresetMode.NEXT_STEP, **where)
     if case == ONE:
         return _Plain(n, where)
-    env_id = "ors/Latency-v0" if url == IN_PROCESS else "ors/Remote-v0"
+    env_id = "ors/Remote-v0"
+    if url == IN_PROCESS:
+        from ors_gym.envs.testing import register_test_envs
+
+        register_test_envs()
+        env_id = "ors/Latency-v0"
     fns = make_env_fns(env_id, n, max_steps=LENGTH, max_episode_steps=LENGTH, **where)
     if case == SYNC:
         return SyncVectorEnv(fns)

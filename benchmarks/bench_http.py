@@ -1,6 +1,6 @@
 """HTTP step latency: ors_gym vs the reference SDK's client vs a bare httpx + httpx-sse floor.
 
-One SDK server runs the bundled ``Echo`` environment in its own process
+One SDK server runs the test environment ``Echo`` environment in its own process
 (``python -m ors_gym serve echo --port 0``, so it does not share the client's
 GIL). Every case makes the same tool call, ``echo(text="hello")``, on one open
 session, one call after another:
@@ -56,6 +56,7 @@ from benchmarks._common import (
     served,
     write_json,
 )
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
@@ -71,7 +72,7 @@ TARGET_VS_FLOOR = 1.15
 
 
 def _task() -> dict[str, Any]:
-    from ors_gym.envs.echo import Echo
+    from ors_gym.envs.testing.echo import Echo
 
     return dict(Echo.list_tasks("train")[0])
 
@@ -177,7 +178,7 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
         ) -> list[dict[str, Any]]:
     """Time every case; one row per case (median/p99 us per step, ratio to the floor)."""
     with ExitStack() as stack:
-        url = stack.enter_context(served([ENV]))
+        url = stack.enter_context(served([TEST_ENVS["Echo"]]))
         cases: dict[str, Steps] = {
             FLOOR: stack.enter_context(floor_case(url)),
             ORS: stack.enter_context(orsenv_case(url)),

@@ -1,6 +1,6 @@
 """In-process tool calls vs the SDK's own dispatch and vs HTTP, measured in one run.
 
-Every case makes the same call, the bundled ``Echo`` environment's
+Every case makes the same call, the test environment ``Echo`` environment's
 ``echo(text="hello")`` (an async tool), on one open episode:
 
 - ``SDK dispatch (floor)``: ``await call_session_tool(env, None, ...)`` in a
@@ -52,7 +52,7 @@ from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
 
-ECHO = "ors_gym.envs.echo:Echo"
+ECHO = "ors_gym.envs.testing.echo:Echo"
 TOOL = "echo"
 ARGS: dict[str, Any] = {"text": "hello"}
 
@@ -77,7 +77,7 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
 
 
 def _task() -> dict[str, Any]:
-    from ors_gym.envs.echo import Echo
+    from ors_gym.envs.testing.echo import Echo
 
     return dict(Echo.list_tasks("train")[0])
 
@@ -96,7 +96,7 @@ def _sdk_floor(cached: bool = False) -> Iterator[Batch]:
 
     from ors_gym._compat.openreward import enable_introspection_cache
     from ors_gym.backends.local._sdk import load_sdk as _load_sdk
-    from ors_gym.envs.echo import Echo
+    from ors_gym.envs.testing.echo import Echo
 
     _load_sdk()  # installs the hook, as constructing a LocalBackend does
     env = Echo(task_spec=_task(), secrets={})

@@ -1,9 +1,9 @@
 """1,000 sessions from one process: client memory, step latency and CPU, against 4 servers.
 
-Four SDK server processes (``python -m ors_gym serve latency --port 0``) host the
-bundled ``Latency`` environment, whose ``wait`` tool sleeps ``--delay-ms`` on the
-server. One client process opens ``--n`` sessions (1,000) across them, round-robin,
-in each of two ways, each case in its own fresh process:
+Four SDK server processes (``python -m ors_gym serve ors_gym.envs.testing.latency:Latency
+--port 0``) host the test environment ``Latency``, whose ``wait`` tool sleeps
+``--delay-ms`` on the server. One client process opens ``--n`` sessions (1,000) across
+them, round-robin, in each of two ways, each case in its own fresh process:
 
 - ``vector``: ``OrsVectorEnv(n, base_url=[4 urls])``, stepped envpool-style: every
   sub-env is sent an action, and each one ``recv`` returns is sent its next one;
@@ -45,6 +45,7 @@ if __package__ in (None, ""):  # run as a file: make `ors_gym` and `benchmarks` 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import ROOT, child_env, percentile, write_json
+from ors_gym.envs.testing import TEST_ENVS
 
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 CASES = ("vector", "async")
@@ -324,7 +325,7 @@ def _run_case(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
 def run(n: int = 1000, servers: int = 4, delay_ms: float = 2000.0, rounds: int = 5
         ) -> list[dict[str, Any]]:
     """Both cases against the same ``servers`` server processes; one row per case."""
-    procs = start_servers(["latency"], servers)
+    procs = start_servers([TEST_ENVS["Latency"]], servers)
     try:
         urls = [p.url for p in procs]
         return [_run_case(case, urls, n, delay_ms, rounds, procs) for case in CASES]

@@ -6,7 +6,7 @@ Two axes, each timed as whole ``OrsEnv.step`` calls, both in-process
 
 - tools: SDK environments generated with 1, 10 and 100 tools (written to a
   temporary module, served as ``module:Class``); the step calls the first one.
-- result size: the bundled ``Echo.echo`` returning 100 B, 1 KB, 10 KB, 100 KB
+- result size: the test environment ``Echo.echo`` returning 100 B, 1 KB, 10 KB, 100 KB
   and 1 MB of text (``repeat`` copies of a 10-character string).
 
 Cases of one axis and transport run interleaved, round by round; each row
@@ -44,6 +44,7 @@ from benchmarks._common import (
     write_json,
 )
 from benchmarks.bench_http import floor_case, orsenv_case
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
@@ -136,7 +137,8 @@ def run(rounds: int = 9, batch_ms: float = 80.0, tool_counts: Sequence[int] = TO
         transports: list[tuple[str, str | None]] = [("in-process", None)]
         if include_http:  # one server for both axes: each case calls its own environment
             served_url = stack.enter_context(
-                served([*(f"{module}:Tools{n}" for n in tool_counts), "echo"],
+                served([*(f"{module}:Tools{n}" for n in tool_counts),
+                        TEST_ENVS["Echo"]],
                        extra_path=[tmp]))
             transports.append(("http", served_url))
         for group, url in transports:
@@ -154,7 +156,7 @@ def run(rounds: int = 9, batch_ms: float = 80.0, tool_counts: Sequence[int] = TO
                     f"result {_size(b)}": cases_stack.enter_context(orsenv_case(
                         url, "echo", "echo",
                         {"text": _UNIT, "repeat": b // len(_UNIT)},
-                        env_class=None if url else "ors_gym.envs.echo:Echo"))
+                        env_class=None if url else TEST_ENVS["Echo"]))
                     for b in result_sizes
                 }
                 floors = {

@@ -1,9 +1,9 @@
 """Soak: many concurrent sessions stepping through a proxy that cuts tool-call streams.
 
-``--sessions`` threads (32) each drive an ``OrsEnv`` on the bundled ``Latency``
+``--sessions`` threads (32) each drive an ``OrsEnv`` on the test environment ``Latency``
 environment (each ``wait`` call sleeps ``--delay-ms`` on the server, episodes
 of ``--episode-length`` calls) until ``--steps`` steps (10,000) are done in
-total. The server runs in its own process (``ors-gym serve latency``); the
+total. The server runs in its own process (``ors-gym serve`` of ``Latency``); the
 clients reach it through a loopback TCP proxy (``tests/_hostile.FlakyProxy``)
 that cuts every ``--cut-every``-th tool-call stream right after the server
 acknowledged it, so each cut call must be resumed by its task id.
@@ -47,6 +47,7 @@ os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 from ors_gym.env import OrsEnv
+from ors_gym.envs.testing import TEST_ENVS
 from tests._hostile import FlakyProxy
 
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
@@ -54,9 +55,9 @@ WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 
 @contextmanager
 def _server() -> Iterator[str]:
-    """``ors-gym serve latency`` in a child process on a free port; yields its URL."""
+    """``ors-gym serve`` of ``Latency`` in a child process on a free port; yields its URL."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ors_gym", "serve", "latency", "--port", "0"],
+        [sys.executable, "-m", "ors_gym", "serve", TEST_ENVS["Latency"], "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ, "OPENREWARD_DISABLE_UPDATE_CHECK": "1",

@@ -13,7 +13,7 @@ in the same run and interleaved round by round:
   new / old (below 1: httpx-sse is faster); ``x prev`` is how each way's time
   grew from the size above, next to how much the line grew (``x line``): time
   linear in line length grows as the line, the old parser's grew as its square.
-- ``step``: whole ``OrsEnv.step`` calls over HTTP (the bundled ``Echo``,
+- ``step``: whole ``OrsEnv.step`` calls over HTTP (the test environment ``Echo``,
   ``echo(text="hello")``, its SDK server in its own process), with each reader
   (the old one patched in for its batches): client CPU per step (this process's
   CPU time over its steps; the server runs elsewhere) and the median step.
@@ -46,6 +46,7 @@ from benchmarks.bench_http import orsenv_case
 from ors_gym.backends.http._codec import BodyDecoder
 from ors_gym.backends.http._settings import Where
 from ors_gym.backends.http._sse import StreamAssembler
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
@@ -238,7 +239,7 @@ def _cpu_counted(steps: Steps, total: list[float]) -> Steps:
 def run_steps(rounds: int, batch_ms: float) -> list[dict[str, Any]]:
     """``OrsEnv.step`` over HTTP with each reader: client CPU and median wall per step."""
     with ExitStack() as stack:
-        url = stack.enter_context(served(["echo"]))
+        url = stack.enter_context(served([TEST_ENVS["Echo"]]))
         new = stack.enter_context(orsenv_case(url))
         old = _with_old_reader(stack.enter_context(orsenv_case(url)))
         cpu = {NEW: [0.0, 0.0], OLD: [0.0, 0.0]}

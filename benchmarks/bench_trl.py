@@ -1,6 +1,6 @@
 """TRL rollouts per second: ``ors_gym.trl.OrsSpec`` vs TRL's ``OpenRewardSpec``.
 
-One SDK server runs the bundled ``Echo`` environment in its own process
+One SDK server runs the test environment ``Echo`` environment in its own process
 (``python -m ors_gym serve echo --port 0``), with its tools' own latency (no
 added delay). A "rollout" is what TRL does per episode, without a model:
 an instance from the spec's ``environment_factory`` is reset on a task, runs a
@@ -44,6 +44,7 @@ from benchmarks._common import (
     served_process,
     write_json,
 )
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.serving import quiet_sdk_logging
 
 quiet_sdk_logging()
@@ -143,7 +144,7 @@ def run(rounds: int = 10, batch_ms: float = 300.0) -> list[dict[str, Any]]:
     cpu: dict[str, dict[str, float]] = {
         name: {"client": 0.0, "server": 0.0, "rollouts": 0} for name in (TRL, ORS)}
     with ExitStack() as stack:
-        pid, url = stack.enter_context(served_process([ENV]))
+        pid, url = stack.enter_context(served_process([TEST_ENVS["Echo"]]))
         cases: dict[str, Steps] = {
             TRL: _metered(stack.enter_context(trl_case(url)), pid, cpu[TRL]),
             ORS: _metered(stack.enter_context(ors_case(url)), pid, cpu[ORS]),

@@ -1,7 +1,7 @@
 """Vector envs over a slow tool: OrsVectorEnv against gymnasium's vector envs, an older
 commit of itself, one server's ceiling and httpx's own floor.
 
-Every case steps N sub-envs of the bundled ``Latency`` environment, whose one
+Every case steps N sub-envs of the test environment ``Latency`` environment, whose one
 tool ``wait()`` sleeps ``--delay-ms`` (default 20 ms) on the server without
 blocking its event loop, against ONE SDK server running in its own process
 (``python -m ors_gym serve latency --port 0``), so the server does not share
@@ -109,6 +109,7 @@ from benchmarks._vector_child import (
 )
 from benchmarks._vector_child import main as child_main
 from benchmarks._vector_procs import ROOT, Case, ref_tree, short_ref
+from ors_gym.envs.testing import TEST_ENVS
 
 __all__ = ["ASYNC", "CASES", "FLOOR", "FLOOR_PIPE", "HTTPX", "IN_PROCESS", "ONE", "ORS", "PIPE",
            "SYNC", "baseline_case", "format_table", "plot", "run"]
@@ -275,7 +276,7 @@ def run(
         if in_process:
             url, server_pid = IN_PROCESS, 0
         else:
-            server_pid, url = stack.enter_context(served_process(["latency"]))
+            server_pid, url = stack.enter_context(served_process([TEST_ENVS["Latency"]]))
         rows: list[dict[str, Any]] = []
         for n in ns:
             rows += _measure_n(n, url, server_pid, delay_ms, seconds, rounds, cases, sources,

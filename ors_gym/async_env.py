@@ -30,7 +30,7 @@ from gymnasium.utils import seeding
 
 from ors_gym.actions import ParsedAction, parse_action
 from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
-from ors_gym.backends.base import AsyncBackend, SessionSpec
+from ors_gym.backends.base import AsyncBackend, SessionArgs
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, parse_output, tools_as
@@ -185,7 +185,7 @@ class AsyncOrsEnv:
                     options = await platform_reset(self.catalog, settings, options,
                                                    self.np_random)
                 task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
-                sid = await self._create(name, **_session_spec(settings, SessionSpec(
+                sid = await self._create(name, **_session_args(settings, SessionArgs(
                     task_spec=task_spec if split is None else None,
                     split=split,
                     index=index,
@@ -216,7 +216,7 @@ class AsyncOrsEnv:
             max_image_pixels=settings.max_image_pixels,
         )
 
-    async def _create(self, name: str, **spec: Unpack[SessionSpec]) -> str:
+    async def _create(self, name: str, **kwargs: Unpack[SessionArgs]) -> str:
         """``create_session``, finished even when the reset is cancelled meanwhile.
 
         A cancelled request would not stop the server from opening the session,
@@ -224,7 +224,7 @@ class AsyncOrsEnv:
         own, and a cancellation waits for it (within the deletion's time bound)
         and deletes what it opened before going on.
         """
-        create = asyncio.ensure_future(self.backend.create_session(name, **spec))
+        create = asyncio.ensure_future(self.backend.create_session(name, **kwargs))
         try:
             self.session_id = await asyncio.shield(create)
         except asyncio.CancelledError:
@@ -392,13 +392,13 @@ class AsyncOrsEnv:
                        sid, _DELETE_TRIES_ON_CANCEL)
 
 
-def _session_spec(settings: EnvSettings, spec: SessionSpec) -> SessionSpec:
-    """``spec`` with the keywords only some backends take, added only when set."""
+def _session_args(settings: EnvSettings, args: SessionArgs) -> SessionArgs:
+    """``args`` with the keywords only some backends take, added only when set."""
     if settings.toolset is not None:
-        spec["toolset"] = settings.toolset
+        args["toolset"] = settings.toolset
     if settings.env_overrides is not None:
-        spec["env_overrides"] = settings.plain_env_overrides()
-    return spec
+        args["env_overrides"] = settings.plain_env_overrides()
+    return args
 
 
 def class_env_name(env_class: Any) -> str:

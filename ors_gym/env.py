@@ -27,7 +27,7 @@ from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
-from ors_gym.secret import RedactedSpec
+from ors_gym.secret import EnvSpecRedactor
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Elapsed, Turn
@@ -69,7 +69,7 @@ class OrsEnv(gym.Env[dict[str, Any], Any]):
 
     metadata: dict[str, Any] = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
-    spec = RedactedSpec()
+    spec = EnvSpecRedactor()
 
     def __init__(
         self,

@@ -6,7 +6,9 @@ The scheme:
   (``import ors_gym`` registers them; ``gym.make(id, base_url=...)`` uses a
   server instead).
 - ``ors/<Class>-v0`` too for your own SDK environment class, added by
-  :func:`register_class` (hosted in this process, like a bundled one).
+  :func:`register_class` (hosted in this process, like a bundled one), and for
+  the environments for testing clients (``ors/Echo-v0``, ``ors/Latency-v0``),
+  added by ``ors_gym.envs.testing.register_test_envs``.
 - ``ors/Remote-v0``: any environment of any server, chosen at ``gym.make``
   with ``base_url=`` and ``env_name=``.
 - ``ors-remote/<Name>-v0`` (another ``namespace=`` if you like): one id per
@@ -71,8 +73,6 @@ BUNDLED_MAX_STEPS: dict[str, int] = {
     "QA": 6,
     "Counter": 32,
     "Toolbox": 16,
-    "Echo": 64,
-    "Latency": 1000,
     "Judged": 4,
     "Sandbox": 20,
 }

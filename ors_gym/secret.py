@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-__all__ = [
-    "RedactedSpec","Secret", "reveal"]
+__all__ = ["EnvSpecRedactor", "Secret", "reveal"]
 
 
 class Secret:
@@ -56,9 +55,10 @@ def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class RedactedSpec:
-    """A ``spec`` attribute for env classes: set to an ``EnvSpec``, it keeps the spec's
-    ``api_key`` and ``secrets`` kwargs as ``Secret``, so no repr of the spec shows them."""
+class EnvSpecRedactor:
+    """A descriptor for an env class's ``spec`` attribute: set to an ``EnvSpec``, it keeps
+    a copy whose ``api_key``, ``secrets`` and ``env_overrides`` kwargs are ``Secret``, so no
+    repr of the spec shows them."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._attr = f"_redacted_{name}"

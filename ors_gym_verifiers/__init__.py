@@ -6,6 +6,6 @@ verifiers finds a taskset by a top-level module named after its id, exporting on
 
 from __future__ import annotations
 
-from ors_gym.verifiers import OrsEnv, OrsHarness, OrsTaskset
+from ors_gym.verifiers import OrsHarness, OrsSingleAgentEnv, OrsTaskset
 
-__all__ = ["OrsEnv", "OrsHarness", "OrsTaskset"]
+__all__ = ["OrsHarness", "OrsSingleAgentEnv", "OrsTaskset"]

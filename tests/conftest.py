@@ -1,4 +1,5 @@
-"""Shared fixtures: a real SDK server on 127.0.0.1 (ephemeral port) with the bundled envs;
+"""Shared fixtures: a real SDK server on 127.0.0.1 (ephemeral port) with the bundled envs and
+the test ones (registered for every test);
 and the order in which test files are handed to the workers."""
 
 from __future__ import annotations
@@ -26,20 +27,29 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: (-slow[item.path], first[item.path]))
 
 
-def _bundled_specs() -> list[str]:
+def pytest_configure(config: pytest.Config) -> None:
+    """The test environments' ids (``ors/Echo-v0``, ``ors/Latency-v0``) for every test."""
+    from ors_gym.envs.testing import register_test_envs
+
+    register_test_envs()
+
+
+def _served_specs() -> list[str]:
     from ors_gym.envs import BUNDLED, DEFAULT_ENV
+    from ors_gym.envs.testing import TEST_ENVS
 
     specs = [BUNDLED[DEFAULT_ENV]]
     specs += [spec for name, spec in BUNDLED.items() if name != DEFAULT_ENV]
-    return specs
+    return specs + list(TEST_ENVS.values())
 
 
 @pytest.fixture(scope="session")
 def server() -> Iterator[object]:
-    """One real ORS server hosting every bundled environment, for the whole run."""
+    """One real ORS server hosting every bundled environment and the test ones (Echo,
+    Latency), for the whole run."""
     from ors_gym.serving import ServerThread
 
-    with ServerThread(_bundled_specs()) as srv:
+    with ServerThread(_served_specs()) as srv:
         yield srv
 
 
@@ -59,14 +69,16 @@ def make_env(backend_kind: str, server_url: str) -> Iterator[object]:
     """``make_env(name, **kwargs)``: an OrsEnv over the parametrized backend, closed after."""
     from ors_gym.env import OrsEnv
     from ors_gym.envs import BUNDLED
+    from ors_gym.envs.testing import TEST_ENVS
 
+    specs = {**BUNDLED, **TEST_ENVS}
     made: list[OrsEnv] = []
 
     def factory(name: str, **kwargs: object) -> OrsEnv:
         if backend_kind == "http":
             env = OrsEnv(base_url=server_url, env_name=name.lower(), **kwargs)  # type: ignore[arg-type]
         else:
-            env = OrsEnv(env_class=BUNDLED[name], **kwargs)  # type: ignore[arg-type]
+            env = OrsEnv(env_class=specs[name], **kwargs)  # type: ignore[arg-type]
         made.append(env)
         return env
 

@@ -15,6 +15,7 @@ import ors_gym
 from ors_gym import _cleanup
 from ors_gym.env import Elapsed, OrsEnv
 from ors_gym.envs import BUNDLED
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.errors import (
     OrsActionError,
     OrsConnectionError,
@@ -36,7 +37,7 @@ def submit(answer: Any) -> dict[str, Any]:
 # Sandbox is left out: check_env steps with action_space.sample(), and Sandbox's bash tool
 # runs real shell commands on this machine, so random strings would run as commands.
 # tests/envs/test_sandbox_env.py drives it with scripted calls instead.
-@pytest.mark.parametrize("name", sorted(set(BUNDLED) - {"Sandbox"}))
+@pytest.mark.parametrize("name", sorted({*BUNDLED, *TEST_ENVS} - {"Sandbox"}))
 def test_check_env_passes(make_env: Any, name: str) -> None:
     # Echo's `fail` tool raises on purpose: under on_error="truncate" that ends the episode.
     env = make_env(name, on_error="truncate" if name == "Echo" else "raise")

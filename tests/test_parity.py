@@ -10,11 +10,9 @@ import pytest
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
 
-# Echo is left out: its counters are class-level, shared by the in-process env and the
-# test server (one process), so the two sides would see each other's calls. Sandbox is
-# left out because its bash tool runs real shell commands on this machine: the suite must
+# Sandbox is left out because its bash tool runs real shell commands on this machine: the suite must
 # never run random strings as commands (tests/envs/test_sandbox_env.py covers it with scripts).
-REPLAYED = sorted(set(BUNDLED) - {"Echo", "Sandbox"})
+REPLAYED = sorted(set(BUNDLED) - {"Sandbox"})
 
 
 def _same_observation(a: dict[str, Any], b: dict[str, Any]) -> None:

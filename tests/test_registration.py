@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
 
 import ors_gym
 from ors_gym.envs import BUNDLED
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.registration import REMOTE_NAMESPACE, remote_id
 from ors_gym.serving import ServerThread
 
@@ -23,7 +26,8 @@ def test_remote_ids_take_the_bundled_casing() -> None:
 
 def test_register_server_ids_never_differ_from_in_process_ids_by_case(server_url: str) -> None:
     ids = ors_gym.register_server(server_url, max_episode_steps=7)
-    assert sorted(ids) == sorted(f"{REMOTE_NAMESPACE}/{name}-v0" for name in BUNDLED)
+    served = [*BUNDLED, *TEST_ENVS]  # the test envs' casing: register_test_envs made them known
+    assert sorted(ids) == sorted(f"{REMOTE_NAMESPACE}/{name}-v0" for name in served)
     ors_ids = [k for k in gym.registry if k.split("/")[0] in ("ors", REMOTE_NAMESPACE)]
     assert len({k.lower() for k in ors_ids}) == len(ors_ids)
 
@@ -63,3 +67,23 @@ def test_a_second_server_replaces_ids_with_a_warning_or_keeps_its_own_namespace(
 def test_register_server_rejects_bad_namespaces(server_url: str, namespace: str) -> None:
     with pytest.raises(ValueError, match="namespace="):
         ors_gym.register_server(server_url, namespace=namespace)
+
+
+def test_the_test_envs_are_registered_only_on_request() -> None:
+    """``import ors_gym`` leaves Echo and Latency out; ``register_test_envs()`` adds both ids,
+    hosted in-process with their step limits. In a fresh process: this one's conftest
+    registered them already."""
+    code = (
+        "import gymnasium as gym, ors_gym\n"
+        "assert not [k for k in gym.registry if k in ('ors/Echo-v0', 'ors/Latency-v0')]\n"
+        "from ors_gym.envs.testing import register_test_envs\n"
+        "print(register_test_envs())\n"
+        "env = gym.make('ors/Latency-v0')\n"
+        "obs, info = env.reset(seed=0, options={'task_spec': {'delay_ms': 0, 'length': 1}})\n"
+        "print(env.spec.max_episode_steps, env.unwrapped.location, env.step(\n"
+        "    {'tool_calls': [{'name': 'wait', 'arguments': {}}]})[2])\n"
+        "env.close()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['ors/Echo-v0', 'ors/Latency-v0']", "1000 in-process True"]

@@ -60,8 +60,8 @@ from ors_gym.backends.http._codec import secrets_header
 from ors_gym.backends.local import LocalBackend
 from ors_gym.env import OrsEnv
 from ors_gym.envs.counter import Counter
-from ors_gym.envs.echo import Echo
 from ors_gym.envs.math import Math
+from ors_gym.envs.testing.echo import Echo
 from ors_gym.envs.toolbox import Toolbox
 from ors_gym.errors import (
     OrsActionError,

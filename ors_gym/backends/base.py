@@ -18,14 +18,14 @@ from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
-__all__ = ["AsyncBackend", "Backend", "SessionSpec", "check_session_spec"]
+__all__ = ["AsyncBackend", "Backend", "SessionArgs", "check_session_args"]
 
 
-class SessionSpec(TypedDict, total=False):
+class SessionArgs(TypedDict, total=False):
     """The keywords of ``create_session``: which task a session is for, and its setup.
 
     Give either ``task_spec`` or ``split`` and ``index``; every key may be left out
-    or given as None. Declared once here, taken as ``**spec`` by every backend.
+    or given as None. Declared once here, taken as ``**kwargs`` by every backend.
     """
 
     task_spec: Mapping[str, Any] | None
@@ -45,22 +45,22 @@ class SessionSpec(TypedDict, total=False):
     SDK sends them); passed only when not None, and only to hosted HTTP backends."""
 
 
-_SPEC_KEYS = tuple(SessionSpec.__annotations__)
+_ARG_KEYS = tuple(SessionArgs.__annotations__)
 
 
-def check_session_spec(spec: SessionSpec) -> None:
-    """Refuse what ``create_session`` cannot take: a keyword that is not ``SessionSpec``'s
+def check_session_args(kwargs: SessionArgs) -> None:
+    """Refuse what ``create_session`` cannot take: a keyword that is not ``SessionArgs``'s
     (TypeError naming it), a task given twice or not at all (ValueError), a toolset
     that is no name (TypeError)."""
-    unknown = [key for key in spec if key not in _SPEC_KEYS]
+    unknown = [key for key in kwargs if key not in _ARG_KEYS]
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
         plural = "s" if len(unknown) > 1 else ""
         raise TypeError(
             f"create_session() got an unexpected keyword argument{plural} {names}; "
-            f"its keywords are {', '.join(_SPEC_KEYS)} (see SessionSpec)"
+            f"its keywords are {', '.join(_ARG_KEYS)} (see SessionArgs)"
         )
-    task_spec, split, index = spec.get("task_spec"), spec.get("split"), spec.get("index")
+    task_spec, split, index = kwargs.get("task_spec"), kwargs.get("split"), kwargs.get("index")
     if (task_spec is None) == (split is None and index is None):
         raise ValueError(
             "create_session needs either task_spec=... or split=... and index=..., "
@@ -68,7 +68,7 @@ def check_session_spec(spec: SessionSpec) -> None:
         )
     if task_spec is None and (split is None or index is None):
         raise ValueError("create_session needs both split=... and index=... together")
-    toolset = spec.get("toolset")
+    toolset = kwargs.get("toolset")
     if toolset is not None and (not isinstance(toolset, str) or not toolset):
         raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
 
@@ -116,11 +116,11 @@ class AsyncBackend(Protocol):
     async def create_session(
         self,
         env_name: str,
-        **spec: Unpack[SessionSpec],
+        **kwargs: Unpack[SessionArgs],
     ) -> str:
         """Open a session (one episode) for a task; returns its id.
 
-        ``spec`` (``SessionSpec``): either ``task_spec`` or ``split`` and ``index``,
+        ``kwargs`` (``SessionArgs``): either ``task_spec`` or ``split`` and ``index``,
         and optionally ``secrets`` and ``toolset``. Another keyword is a TypeError.
         """
         ...
@@ -199,7 +199,7 @@ class Backend(Protocol):
         ...
 
     # -- sessions ---------------------------------------------------------------
-    def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
+    def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> str:
         ...
 
     def prompt(self, env_name: str, session_id: str) -> list[Block]:

@@ -7,7 +7,8 @@ when a class is first loaded, see ``backends.local._sdk.quiet_sdk_logging``). Cl
 imported on first attribute access (``ors_gym.envs.GridWorld``), and
 ``BUNDLED`` maps each class name to its ``module:Class`` spec for
 ``backends.local._sdk.load_environment_classes`` and the gym registry
-(ids ``ors/<Name>-v0``).
+(ids ``ors/<Name>-v0``). The environments for testing clients are apart, in
+:mod:`ors_gym.envs.testing`, and registered only on request.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from ors_gym.backends.local._sdk import quiet_sdk_logging
 
 if TYPE_CHECKING:
     from ors_gym.envs.counter import Counter
-    from ors_gym.envs.echo import Echo
     from ors_gym.envs.gridworld import GridWorld
     from ors_gym.envs.judged import Judged
-    from ors_gym.envs.latency import Latency
     from ors_gym.envs.math import Math
     from ors_gym.envs.qa import QA
     from ors_gym.envs.sandbox import Sandbox
@@ -33,10 +32,8 @@ __all__ = [
     "DEFAULT_ENV",
     "QA",
     "Counter",
-    "Echo",
     "GridWorld",
     "Judged",
-    "Latency",
     "Math",
     "Sandbox",
     "Toolbox",
@@ -50,8 +47,6 @@ BUNDLED: dict[str, str] = {
     "QA": "ors_gym.envs.qa:QA",
     "Counter": "ors_gym.envs.counter:Counter",
     "Toolbox": "ors_gym.envs.toolbox:Toolbox",
-    "Echo": "ors_gym.envs.echo:Echo",
-    "Latency": "ors_gym.envs.latency:Latency",
     "Judged": "ors_gym.envs.judged:Judged",
     "Sandbox": "ors_gym.envs.sandbox:Sandbox",
 }

@@ -64,7 +64,7 @@ def _deepseek(name: str) -> str:
 
 
 @dataclass(frozen=True)
-class FamilySpec:
+class FamilyFormat:
     """What the text parsers need to know of one family's wire format."""
 
     markers: tuple[str, ...]  # its special tokens (each one token in its tokenizer)
@@ -93,54 +93,54 @@ _DEEPSEEK = tuple(
 )  # fmt: skip
 _THINK = ("<think>", "</think>")
 
-SPECS: dict[str, FamilySpec] = {
-    "hermes": FamilySpec(
+FORMATS: dict[str, FamilyFormat] = {
+    "hermes": FamilyFormat(
         (*_QWEN, "<tool_call>", "</tool_call>"), "<|im_end|>", ("<|im_end|>", "<|endoftext|>"),
         _THINK, "<tool_call>", "</tool_call>",
     ),
-    "qwen3.5": FamilySpec(
+    "qwen3.5": FamilyFormat(
         (*_QWEN, "<tool_call>", "</tool_call>", *_QWEN_EXTRA, "<|image_pad|>", "<|video_pad|>"),
         "<|im_end|>", ("<|im_end|>", "<|endoftext|>"), _THINK, "<tool_call>", "</tool_call>",
     ),
-    "glm-4.5": FamilySpec(
+    "glm-4.5": FamilyFormat(
         _GLM, "<|endoftext|>", _GLM_STOPS, _THINK, "<tool_call>", "</tool_call>"
     ),
-    "glm-5": FamilySpec(
+    "glm-5": FamilyFormat(
         _GLM, "<|endoftext|>", _GLM_STOPS, _THINK, "<tool_call>", "</tool_call>"
     ),
-    "gpt-oss": FamilySpec(
+    "gpt-oss": FamilyFormat(
         ("<|start|>", "<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>",
          "<|constrain|>", "<|endoftext|>"),
         "<|return|>", ("<|return|>", "<|endoftext|>"), None,
         "<|channel|>commentary to=functions.NAME", "<|call|>",
     ),
-    "kimi-k2": FamilySpec(
+    "kimi-k2": FamilyFormat(
         ("<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>",
          "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
          "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
         "<|im_end|>", ("<|im_end|>",), _THINK, "<|tool_call_begin|>", "<|tool_call_end|>",
     ),
-    "minimax-m2": FamilySpec(
+    "minimax-m2": FamilyFormat(
         ("]~!b[", "]~b]", "[e~[", "<think>", "</think>", "<minimax:tool_call>",
          "</minimax:tool_call>"),
         "[e~[", ("[e~[",), _THINK, "<minimax:tool_call>", "</minimax:tool_call>",
     ),
-    "gemma4": FamilySpec(
+    "gemma4": FamilyFormat(
         ("<bos>", "<eos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>",
          "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
          "<tool_response|>", "<|image>", "<|image|>", "<image|>", '<|"|>'),
         "<eos>", ("<turn|>", "<|tool_response>", "<eos>"), ("<|channel>thought\n", "<channel|>"),
         "<|tool_call>", "<tool_call|>",
     ),
-    "deepseek-v3": FamilySpec(
+    "deepseek-v3": FamilyFormat(
         _DEEPSEEK, _deepseek("end_of_sentence"), (_deepseek("end_of_sentence"),), _THINK,
         _deepseek("tool_call_begin"), _deepseek("tool_call_end"),
     ),
-    "deepseek-v3.1": FamilySpec(
+    "deepseek-v3.1": FamilyFormat(
         _DEEPSEEK, _deepseek("end_of_sentence"), (_deepseek("end_of_sentence"),), _THINK,
         _deepseek("tool_call_begin"), _deepseek("tool_call_end"),
     ),
-    "llama-3": FamilySpec(
+    "llama-3": FamilyFormat(
         ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
          "<|eom_id|>", "<|end_of_text|>", "<|python_tag|>"),
         "<|eot_id|>", ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"), None, "{", "}",
@@ -167,9 +167,9 @@ ALIASES: dict[str, str] = {
 def family_name(family: str) -> str:
     """The family ``family`` names (an alias resolved); ValueError if unknown."""
     name = ALIASES.get(family, family)
-    if name not in SPECS:
+    if name not in FORMATS:
         raise ValueError(
-            f"unknown tool-call family {family!r}; known families: {', '.join(SPECS)} "
+            f"unknown tool-call family {family!r}; known families: {', '.join(FORMATS)} "
             f"(or the aliases {', '.join(sorted(ALIASES))})"
         )
     return name
@@ -177,7 +177,7 @@ def family_name(family: str) -> str:
 
 def cut_at_stop(family: str, text: str) -> str:
     """``text`` up to the family's first end-of-turn token."""
-    for stop in SPECS[family].stops:
+    for stop in FORMATS[family].stops:
         at = text.find(stop)
         if at != -1:
             text = text[:at]
@@ -187,8 +187,8 @@ def cut_at_stop(family: str, text: str) -> str:
 @functools.cache
 def marker_tokenizer(family: str) -> MarkerTokenizer:
     """The :class:`MarkerTokenizer` of ``family``'s special tokens."""
-    spec = SPECS[family]
-    return MarkerTokenizer(family, spec.markers, spec.eos)
+    fmt = FORMATS[family]
+    return MarkerTokenizer(family, fmt.markers, fmt.eos)
 
 
 @functools.cache

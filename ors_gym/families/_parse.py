@@ -18,7 +18,7 @@ from typing import Any
 
 from ors_gym.actions import ParsedAction, ToolCall, parse_action
 from ors_gym.families._examples import call_example, example_call
-from ors_gym.families._markers import ALIASES, SPECS, cut_at_stop, family_name
+from ors_gym.families._markers import ALIASES, FORMATS, cut_at_stop, family_name
 from ors_gym.families._native import Attempt, Reply, parse_deepseek_v31, parse_llama3
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "parse_text",
 ]
 
-TEXT_FAMILIES: tuple[str, ...] = tuple(SPECS)
+TEXT_FAMILIES: tuple[str, ...] = tuple(FORMATS)
 
 _XML_FAMILIES = frozenset({"qwen3.5", "glm-4.5", "glm-5", "minimax-m2"})  # values are text
 
@@ -129,7 +129,7 @@ def _explicit_reasoning(family: str, text: str, prefilled: bool | None) -> str:
     opened it, and GLM (whose renderer reads a reply as reasoning until
     ``</think>``) gets an empty block when it did not.
     """
-    think = SPECS[family].think
+    think = FORMATS[family].think
     if think is None:
         return text
     opener, closer = think
@@ -188,7 +188,7 @@ def _parse_harmony(text: str) -> tuple[Any, bool]:
     if cut:  # a call whose closing <|call|> (a stop token) the server may have left out
         text = text.rstrip() + "<|call|>"
     tokenizer = marker_tokenizer("gpt-oss")
-    ids = {m: tokenizer.convert_tokens_to_ids(m) for m in SPECS["gpt-oss"].markers}
+    ids = {m: tokenizer.convert_tokens_to_ids(m) for m in FORMATS["gpt-oss"].markers}
     parsed = parse_gpt_oss(
         tokenizer,
         tokenizer.encode(text),
@@ -224,15 +224,15 @@ def _problem(
     family: str, attempt: Attempt, tools: Sequence[Mapping[str, Any]] | None
 ) -> str | None:
     """What is wrong with one call attempt, in the family's terms, or None."""
-    spec = SPECS[family]
+    fmt = FORMATS[family]
     name = attempt.name
     status = attempt.status
     if status == "unclosed_block":
-        return f"the call is not closed with {spec.call_close} (the reply ended inside it)"
+        return f"the call is not closed with {fmt.call_close} (the reply ended inside it)"
     if status == "missing_name" or (status != "malformed_structure" and not name):
         return f"the call names no tool ({_MISSING_NAME.get(family, 'no tool name')})"
     if status == "malformed_structure":
-        return _MALFORMED.get(family, f"the {spec.call_open} block is not a call")
+        return _MALFORMED.get(family, f"the {fmt.call_open} block is not a call")
     if status == "unknown_tool" and not isinstance(attempt.arguments, dict):
         known = ", ".join(sorted(_tool_names(tools))) or "none"
         return f"there is no tool named {name!r} (the tools are: {known})"

@@ -40,7 +40,7 @@ from ors_gym.backends.base import AsyncBackend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.observations import empty_observation, observation_space
-from ors_gym.secret import RedactedSpec
+from ors_gym.secret import EnvSpecRedactor
 from ors_gym.settings import EnvSettings
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Turn
@@ -107,7 +107,7 @@ class OrsVectorEnv(VectorEnv):
         "render_modes": ["rgb_array", "rgb_array_tiled", "ansi"],
     }
     #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
-    spec = RedactedSpec()
+    spec = EnvSpecRedactor()
 
     def __init__(
         self,

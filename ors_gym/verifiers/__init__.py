@@ -12,18 +12,18 @@ from ors_gym.verifiers.config import OrsTaskConfig, OrsTasksetConfig, OrsToolset
 from ors_gym.verifiers.state import OrsConnection, OrsState
 from ors_gym.verifiers.task import OrsTask, OrsTaskData
 from ors_gym.verifiers.taskset import (
-    OrsEnv,
-    OrsEnvConfig,
     OrsHarness,
+    OrsSingleAgentEnv,
+    OrsSingleAgentEnvConfig,
     OrsTaskset,
 )
 from ors_gym.verifiers.toolset import OrsToolset
 
 __all__ = [
     "OrsConnection",
-    "OrsEnv",
-    "OrsEnvConfig",
     "OrsHarness",
+    "OrsSingleAgentEnv",
+    "OrsSingleAgentEnvConfig",
     "OrsState",
     "OrsTask",
     "OrsTaskConfig",

@@ -35,8 +35,8 @@ __all__ = [
 logger = logging.getLogger("ors_gym.verifiers")
 
 _BACKENDS: dict[tuple[Any, ...], AsyncHttpBackend] = {}
-#: The sessions opened during one episode (set by ``OrsEnv.run``), so the episode can delete
-#: whatever its rollouts left open: verifiers skips ``finalize`` on a failed rollout.
+#: The sessions opened during one episode (set by ``OrsSingleAgentEnv.run``), so the episode
+#: can delete whatever its rollouts left open: verifiers skips ``finalize`` on a failed rollout.
 _EPISODE: contextvars.ContextVar[dict[str, OrsConnection] | None] = contextvars.ContextVar(
     "ors_gym_verifiers_episode", default=None
 )

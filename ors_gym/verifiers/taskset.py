@@ -1,10 +1,10 @@
 """``OrsTaskset``: the tasks of one ORS environment split; and the env and harness it runs with.
 
-``OrsEnv`` plays each task with one agent (verifiers' single-agent env) and deletes
-every session an episode's rollouts left open, whatever happened to them; it defaults
-the agent to the local subprocess runtime, since an ORS environment runs on its own
-server. ``OrsHarness`` is verifiers' plain chat loop (the ``null`` harness): the model,
-the ORS tools over MCP, nothing else.
+``OrsSingleAgentEnv`` plays each task with one agent (verifiers' ``SingleAgentEnv``, for
+ORS) and deletes every session an episode's rollouts left open, whatever happened to
+them; it defaults the agent to the local subprocess runtime, since an ORS environment
+runs on its own server. ``OrsHarness`` is verifiers' plain chat loop (the ``null``
+harness): the model, the ORS tools over MCP, nothing else.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ors_gym.verifiers.sessions import close_backends, close_session, discover, 
 from ors_gym.verifiers.task import OrsTask, OrsTaskData
 from ors_gym.verifiers.toolset import OrsToolset
 
-__all__ = ["OrsEnv", "OrsEnvConfig", "OrsHarness", "OrsTaskset"]
+__all__ = ["OrsHarness", "OrsSingleAgentEnv", "OrsSingleAgentEnvConfig", "OrsTaskset"]
 
 
 class OrsTaskset(Taskset[OrsTask, OrsTasksetConfig]):
@@ -53,14 +53,14 @@ class OrsTaskset(Taskset[OrsTask, OrsTasksetConfig]):
             )
 
 
-class OrsEnvConfig(EnvConfig):
+class OrsSingleAgentEnvConfig(EnvConfig):
     """One agent seat, as ``SingleAgentEnv`` has, on the local subprocess runtime by default."""
 
     agent: AgentConfig = AgentConfig(runtime=SubprocessConfig())
     """The one seat: the policy under evaluation or training (``--env.agent.*``)."""
 
 
-class OrsEnv(Env[OrsEnvConfig]):
+class OrsSingleAgentEnv(Env[OrsSingleAgentEnvConfig]):
     """One agent per episode; no ORS session outlives its episode."""
 
     async def run(self, task: Task, agents: Agents) -> None:

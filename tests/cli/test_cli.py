@@ -17,7 +17,9 @@ import httpx
 import pytest
 
 from ors_gym.cli import build_parser, main, resolve_env_specs
+from ors_gym.cli.args import UsageError
 from ors_gym.envs import BUNDLED, DEFAULT_ENV
+from ors_gym.envs.testing import TEST_ENVS
 
 _URL = re.compile(r"^ors-gym: serving (?P<names>.+) at (?P<url>http://\S+)$")
 _STARTUP_TIMEOUT_S = 120.0
@@ -214,7 +216,7 @@ def test_list_with_a_server_shows_its_remote_ids(
     assert main(["list", "--server", server_url]) == 0
     lines = capsys.readouterr().out.splitlines()
     remote = [ln.split() for ln in lines if ln.startswith("ors-remote/")]
-    assert len(remote) == len(BUNDLED)
+    assert len(remote) == len(BUNDLED) + len(TEST_ENVS)  # the suite's server hosts both
     assert ["ors-remote/Math-v0", server_url, "math"] in remote
     assert ["ors-remote/GridWorld-v0", server_url, "gridworld"] in remote
     # No id differs from another by case alone.
@@ -241,6 +243,10 @@ def test_resolve_env_specs() -> None:
         BUNDLED["QA"],
         "pkg.mod:Env",
     ]
+    # The test environments are served by module:Class only, never by name.
+    assert resolve_env_specs([TEST_ENVS["Echo"]]) == ["ors_gym.envs.testing.echo:Echo"]
+    with pytest.raises(UsageError, match="unknown environment 'echo'"):
+        resolve_env_specs(["echo"])
 
 
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:

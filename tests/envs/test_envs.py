@@ -26,9 +26,12 @@ from httpx_sse import connect_sse
 from PIL import Image
 
 from ors_gym.envs import BUNDLED, DEFAULT_ENV
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.serving import ServerThread
 
-ALL_ENVS = [BUNDLED[DEFAULT_ENV], *(s for n, s in BUNDLED.items() if n != DEFAULT_ENV)]
+ALL_ENVS = [
+    BUNDLED[DEFAULT_ENV], *(s for n, s in BUNDLED.items() if n != DEFAULT_ENV), *TEST_ENVS.values()
+]
 EXPECTED_TOOLS = {
     "gridworld": {"move"},
     "math": {"submit"},
@@ -56,7 +59,7 @@ EXPECTED_SPLITS = {
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[httpx.Client]:
-    """An httpx client on one real server hosting every bundled environment."""
+    """An httpx client on one real server hosting every bundled environment and the test ones."""
     with ServerThread(ALL_ENVS) as srv, httpx.Client(base_url=srv.url, timeout=30) as c:
         yield c
 
@@ -594,3 +597,16 @@ def test_lazy_attributes_resolve_to_the_classes() -> None:
         assert getattr(envs, name) is cls and cls.__name__ == name
     with pytest.raises(AttributeError, match="Nope"):
         _ = envs.Nope
+
+
+def test_the_test_envs_load_lazily_and_are_not_bundled() -> None:
+    import ors_gym.envs as envs
+    import ors_gym.envs.testing as testing
+    from ors_gym.serving import load_environment_classes
+
+    assert not set(TEST_ENVS) & set(BUNDLED) and not set(TEST_ENVS) & set(dir(envs))
+    for name, spec in TEST_ENVS.items():
+        (cls,) = load_environment_classes([spec])
+        assert getattr(testing, name) is cls and cls.__name__ == name
+    with pytest.raises(AttributeError, match="Nope"):
+        _ = testing.Nope

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ors_gym.actions import ParsedAction, ToolCall
 from ors_gym.families._examples import example_call
-from ors_gym.families._markers import SPECS, renderer_for
+from ors_gym.families._markers import FORMATS, renderer_for
 from ors_gym.families._parse import (
     TEXT_FAMILIES,
     AssistantParse,
@@ -46,7 +46,7 @@ TOOLS = [MOVE, LOOK]
 
 def _end(family: str) -> str:
     """The token the family's reply ends with (as a raw completion keeps it)."""
-    return SPECS[family].stops[0] if family != "gpt-oss" else ""
+    return FORMATS[family].stops[0] if family != "gpt-oss" else ""
 
 
 def _two_calls(family: str, first: str, second: str) -> str:
@@ -147,7 +147,7 @@ def test_a_plain_answer_is_content_only(family: str) -> None:
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
 def test_end_of_turn_tokens_are_not_content(family: str) -> None:
-    for stop in SPECS[family].stops:
+    for stop in FORMATS[family].stops:
         parsed = parse_text(family, _answer(family, "Done.") + stop, TOOLS)
         assert parsed.content == "Done.", stop
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from ors_gym.envs import BUNDLED
+from ors_gym.envs.testing import TEST_ENVS
 from ors_gym.platform import _preflight
 from ors_gym.serving import ServerThread
 from tests._fault_servers import UvicornThread
@@ -21,7 +22,7 @@ from tests._platform import DEPLOYMENT, KEY, Platform
 
 @pytest.fixture(scope="package")
 def platform_app() -> Iterator[tuple[Platform, str]]:
-    with ServerThread([BUNDLED["Echo"], BUNDLED["Math"]]) as tools:
+    with ServerThread([TEST_ENVS["Echo"], BUNDLED["Math"]]) as tools:
         app = Platform(KEY, FrontDoor({DEPLOYMENT: tools.url}, KEY))
         with UvicornThread(app) as srv:
             yield app, srv.url

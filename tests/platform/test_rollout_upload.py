@@ -20,7 +20,7 @@ from ors_gym.trajectories import read_trajectories
 from ors_gym.wrappers import RecordTrajectories
 from tests._platform import DEPLOYMENT, KEY, Platform
 
-ECHO = "ors_gym.envs.echo:Echo"
+ECHO = "ors_gym.envs.testing.echo:Echo"
 RUN_INFO = {"model_name": "tiny-1", "run_type": "eval"}
 
 

@@ -72,7 +72,10 @@ def servers(server_procs: list[ServerProcess]) -> list[ServerProcess]:
 # -- Ctrl-C ------------------------------------------------------------------------------------
 
 _CLIENT = r'''
-import asyncio, sys
+import asyncio, signal, sys
+# Ctrl-C raises KeyboardInterrupt even when this process was started with SIGINT ignored (as
+# nohup or a background job starts it): Python installs its handler only over the default one.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 mode, n, urls = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 if mode.endswith("+tmp"):  # a weakref.finalize made before ors_gym is imported
     import tempfile

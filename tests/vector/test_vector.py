@@ -21,8 +21,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv
 
 import ors_gym
 from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
-from ors_gym.envs.echo import Echo
-from ors_gym.envs.latency import Latency
+from ors_gym.envs.testing.echo import Echo
+from ors_gym.envs.testing.latency import Latency
 from ors_gym.errors import (
     OrsActionError,
     OrsConnectionError,

@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Unpack
 
-from ors_gym.backends.base import SessionSpec, check_session_spec
+from ors_gym.backends.base import SessionArgs, check_session_args
 from ors_gym.backends.http._calls import ToolCalls
 from ors_gym.backends.http._settings import Settings, Where, key_domains
 from ors_gym.backends.http._steps import MISSING, Op
@@ -252,7 +252,7 @@ class Ops(ToolCalls):
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> Op[str]:
+    def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> Op[str]:
         """Open a session for a task; returns its id: issued by ``/create_session`` for a
         hosted deployment, else a uuid4 made here (see the module docstring).
 
@@ -260,12 +260,12 @@ class Ops(ToolCalls):
         as ``toolset_name``). ``/create`` runs the environment's constructor, so it
         may take up to ``setup_timeout``.
         """
-        check_session_spec(spec)
-        task_spec, secrets = spec.get("task_spec"), spec.get("secrets")
+        check_session_args(kwargs)
+        task_spec, secrets = kwargs.get("task_spec"), kwargs.get("secrets")
         env = yield from self.env(env_name)
         scoped = self._key_secrets()
         if self.settings.hosted:
-            overrides = spec.get("env_overrides")
+            overrides = kwargs.get("env_overrides")
             sid = yield from self.new_session_id(self.where(env), secrets, scoped,
                                                  body={"env": dict(overrides)} if overrides
                                                  else None)
@@ -275,9 +275,9 @@ class Ops(ToolCalls):
         if task_spec is not None:
             body["task_spec"] = dict(task_spec)
         else:
-            body.update(split=spec.get("split"), index=spec.get("index"))
-        if spec.get("toolset") is not None:
-            body["toolset_name"] = spec["toolset"]
+            body.update(split=kwargs.get("split"), index=kwargs.get("index"))
+        if kwargs.get("toolset") is not None:
+            body["toolset_name"] = kwargs["toolset"]
         try:
             yield from self.request("POST", "/create",
                                     what=f"create a {env or self.default_name} session",

@@ -23,7 +23,7 @@ from typing import Any, TypeVar, Unpack
 import httpx
 
 from ors_gym.backends._face import AsyncFace
-from ors_gym.backends.base import SessionSpec
+from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
@@ -266,9 +266,9 @@ class AsyncHttpBackend(AsyncFace):
 
     # -- sessions -------------------------------------------------------------------
 
-    async def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
-        """Open a session (one episode) for a task; returns its id (see ``SessionSpec``)."""
-        sid = await self._run(self._ops.create_session(env_name, **spec))
+    async def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> str:
+        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``)."""
+        sid = await self._run(self._ops.create_session(env_name, **kwargs))
         self._open.add(sid)
         self._start_keepalive()
         return sid

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, Unpack
 
 from ors_gym._compat.openreward import list_splits, supports_score_group
 from ors_gym.backends._face import AsyncFace
-from ors_gym.backends.base import SessionSpec, check_session_spec
+from ors_gym.backends.base import SessionArgs, check_session_args
 from ors_gym.backends.local import _sdk
 from ors_gym.backends.local._session import Session, close_all, dispatch, open_session
 from ors_gym.backends.local._values import (
@@ -199,19 +199,19 @@ class AsyncLocalBackend(AsyncFace):
 
     # -- sessions -----------------------------------------------------------------------
 
-    async def create_session(self, env_name: str, **spec: Unpack[SessionSpec]) -> str:
-        """Open a session (one episode) for a task; returns its id (see ``SessionSpec``).
+    async def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> str:
+        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``).
 
         As on the server the instance is built here and ``setup()`` runs in the
         background: a failed setup surfaces as OrsServerError on the session's next
         request. ``toolset`` binds a session toolset as the server does (an unknown
         name: OrsRequestError listing the known ones).
         """
-        check_session_spec(spec)
-        task_spec, split, index = spec.get("task_spec"), spec.get("split"), spec.get("index")
+        check_session_args(kwargs)
+        task_spec, split, index = kwargs.get("task_spec"), kwargs.get("split"), kwargs.get("index")
         env, cls = self._class(env_name)
         what = f"create a {env} session"
-        plain_secrets = check_secrets(spec.get("secrets"))
+        plain_secrets = check_secrets(kwargs.get("secrets"))
         if task_spec is not None:
             try:
                 task = json_in(task_spec)
@@ -225,7 +225,7 @@ class AsyncLocalBackend(AsyncFace):
             self._check_split(env, cls, split, what)
         sid = str(uuid.uuid4())
         session = await self._run(
-            open_session(cls, env, task, split, index, plain_secrets, spec.get("toolset")),
+            open_session(cls, env, task, split, index, plain_secrets, kwargs.get("toolset")),
             what, env, sid,
         )
         self._sessions[sid] = session

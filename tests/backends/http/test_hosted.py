@@ -27,7 +27,8 @@ from ors_gym.backends.http import AsyncHttpBackend, HttpBackend
 from ors_gym.backends.http._settings import hosted_location
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
-from ors_gym.envs.echo import Echo
+from ors_gym.envs.testing import TEST_ENVS
+from ors_gym.envs.testing.echo import Echo
 from ors_gym.errors import OrsAuthError, OrsError, OrsRequestError
 from ors_gym.registration import hosted_id, register_hosted
 from ors_gym.secret import Secret
@@ -43,7 +44,7 @@ TRAIN0 = {"split": "train", "index": 0}
 
 @pytest.fixture(scope="module")
 def door_app() -> Iterator[tuple[FrontDoor, str]]:
-    with ServerThread([BUNDLED["Echo"], BUNDLED["Math"]]) as tools, \
+    with ServerThread([TEST_ENVS["Echo"], BUNDLED["Math"]]) as tools, \
             ServerThread([BUNDLED["Math"]]) as math:
         app = FrontDoor({DEPLOYMENT: tools.url, "Beta/math": math.url}, KEY)
         with UvicornThread(app) as srv:

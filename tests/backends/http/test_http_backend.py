@@ -29,8 +29,8 @@ from ors_gym.backends import Backend
 from ors_gym.backends.http import HttpBackend, pooled_client
 from ors_gym.envs._common import text_output
 from ors_gym.envs.counter import Counter
-from ors_gym.envs.echo import Echo
 from ors_gym.envs.qa import QA
+from ors_gym.envs.testing.echo import Echo
 from ors_gym.envs.toolbox import Toolbox
 from ors_gym.errors import (
     OrsConnectionError,

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import pytest
 
 from ors_gym.async_env import AsyncOrsEnv
-from ors_gym.envs import BUNDLED
-from ors_gym.envs.echo import Echo
+from ors_gym.envs.testing import TEST_ENVS
+from ors_gym.envs.testing.echo import Echo
 from ors_gym.serving import ServerThread
 from ors_gym.vector import OrsVectorEnv
 from tests._fault_servers import UvicornThread
@@ -35,7 +35,7 @@ ENVS = 32
 
 @pytest.fixture
 def door() -> Iterator[tuple[FrontDoor, str]]:
-    with ServerThread([BUNDLED["Echo"]]) as echo:
+    with ServerThread([TEST_ENVS["Echo"]]) as echo:
         app = FrontDoor({DEPLOYMENT: echo.url}, KEY, rate=RATE)
         with UvicornThread(app) as srv:
             yield app, srv.url

@@ -66,7 +66,7 @@ from ors_gym.protocol import ToolOutput as OrsToolOutput  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[3]
-ECHO = "ors_gym.envs.echo:Echo"
+ECHO = "ors_gym.envs.testing.echo:Echo"
 BUNDLED_SPECS = [
     "ors_gym.envs.gridworld:GridWorld",
     "ors_gym.envs.math:Math",
@@ -911,7 +911,7 @@ def test_no_line_per_call_on_stdout(capfd: pytest.CaptureFixture[str]) -> None:
 _LOGGING_SCRIPT = """
 import openreward.environments  # the user imported the SDK before ors_gym
 from ors_gym.backends.local import LocalBackend
-b = LocalBackend("ors_gym.envs.echo:Echo")
+b = LocalBackend("ors_gym.envs.testing.echo:Echo")
 sid = b.create_session("echo", split="train", index=0)
 for i in range(50):
     b.call("echo", sid, "echo", {"text": str(i)})
