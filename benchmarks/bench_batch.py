@@ -141,7 +141,7 @@ def _counting_server() -> Iterator[tuple[str, _Counting]]:
     import uvicorn
     from openreward.environments import Server
 
-    from ors_gym.envs.latency import Latency
+    from ors_gym.envs.testing.latency import Latency
 
     app = _Counting(Server([Latency]).app)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning",
@@ -161,8 +161,10 @@ def _counting_server() -> Iterator[tuple[str, _Counting]]:
 def verl_rows() -> list[dict[str, Any]]:
     """Connections and discoveries per 100 samples, one AsyncOrsEnv per sample vs the
     shared backends."""
+    from ors_gym.envs.testing import register_test_envs
     from ors_gym.tokens import AsyncTokenBatch, AsyncTokenEnv, EpisodeRow, shared_backends
 
+    register_test_envs()  # ors/Latency-v0, the environment the rows name
     tok = _tokenizer()
     wait = [*tok('<tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>',
                  add_special_tokens=False)["input_ids"], tok.eos_token_id]
