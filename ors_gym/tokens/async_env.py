@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._episode import Episode, max_calls, ors_core
+from ors_gym.tokens._record import TokenRecord, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -34,33 +34,33 @@ class AsyncTokenEnv:
         self._core = ors_core(env)
         self._core.prefetch_messages = True
         self.tokenizer = tokenizer
-        self._episode = Episode(
+        self._record = TokenRecord(
             tokenizer,
             renderer,
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
         )
-        self.bridge = self._episode.bridge
+        self.bridge = self._record.bridge
 
     @property
     def trajectory(self) -> Trajectory:
-        if self._episode.trajectory is None:
+        if self._record.trajectory is None:
             raise RuntimeError("await reset() before reading the trajectory")
-        return self._episode.trajectory
+        return self._record.trajectory
 
     async def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[int], dict[str, Any]]:
         observation, info = await self.env.reset(seed=seed, options=options)
         opening = await self._core.messages()
-        prompt = self._episode.start(opening, self._core.tools_as("openai"), observation)
-        return prompt, self._episode.reset_info(info, observation)
+        prompt = self._record.start(opening, self._core.tools_as("openai"), observation)
+        return prompt, self._record.reset_info(info, observation)
 
     async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-        ids, logprobs, text, turn = self._episode.read(action)
+        ids, logprobs, text, turn = self._record.read(action)
         result = await self.env.step(turn.action)
-        return self._episode.finish(
+        return self._record.finish(
             ids,
             logprobs,
             text,

@@ -32,8 +32,8 @@ from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsActionError, OrsError, OrsTimeoutError
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._episode import Episode, max_calls
 from ors_gym.tokens._open import Backends, EpisodeRow
+from ors_gym.tokens._record import TokenRecord, max_calls
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
@@ -49,7 +49,7 @@ class _Slot:
 
     row: EpisodeRow
     env: AsyncOrsEnv
-    episode: Episode
+    episode: TokenRecord
     ids: list[int]
 
     @property
@@ -82,7 +82,7 @@ class AsyncTokenBatch:
         self._renderer = renderer
         self._template = dict(chat_template_kwargs or {})
         self.bridge: Bridge = make_bridge(tokenizer, renderer, self._template)
-        Episode(tokenizer, self.bridge, None, max_tokens=max_tokens, system=system)  # checks
+        TokenRecord(tokenizer, self.bridge, None, max_tokens=max_tokens, system=system)  # checks
         self.max_tokens = max_tokens
         self.system = system
         self.backends = backends if backends is not None else Backends()
@@ -117,7 +117,7 @@ class AsyncTokenBatch:
         previous reset end first. Returns each first prompt's ids and reset info."""
         wanted = [r if isinstance(r, EpisodeRow) else EpisodeRow.from_row(r) for r in rows]
         await self.end()
-        slots = [_Slot(row, self.backends.env(row), self._episode(), []) for row in wanted]
+        slots = [_Slot(row, self.backends.env(row), self._record(), []) for row in wanted]
         self._slots = slots
         results = await asyncio.gather(*(self._open(s) for s in slots), return_exceptions=True)
         raised = next((r for r in results if isinstance(r, BaseException)), None)
@@ -182,13 +182,13 @@ class AsyncTokenBatch:
         await self.close()
 
     # -- one episode ------------------------------------------------------------------------
-    def _episode(self) -> Episode:
+    def _record(self) -> TokenRecord:
         bridge = self.bridge
         if bridge.multimodal and not isinstance(self._renderer, Bridge):
             # a multimodal renderer keeps the episode's image data: one per episode
             bridge = make_bridge(self.tokenizer, self._renderer, self._template)
-        return Episode(self.tokenizer, bridge, None, max_tokens=self.max_tokens,
-                       system=self.system)
+        return TokenRecord(self.tokenizer, bridge, None, max_tokens=self.max_tokens,
+                           system=self.system)
 
     async def _open(self, slot: _Slot) -> tuple[list[int], dict[str, Any]]:
         env, row = slot.env, slot.row
@@ -240,7 +240,7 @@ def _failure(exc: OrsError) -> str:
     return stops.TIMEOUT if isinstance(exc, OrsTimeoutError) else stops.ENV_ERROR
 
 
-def _failed_step(episode: Episode, ids: list[int], logprobs: list[float] | None, text: str,
+def _failed_step(episode: TokenRecord, ids: list[int], logprobs: list[float] | None, text: str,
                  exc: OrsError) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
     """End an episode whose step raised: the sampled turn kept, closed, no reward."""
     traj = episode.trajectory

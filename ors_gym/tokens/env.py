@@ -20,7 +20,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.tokens._episode import Episode, max_calls, ors_core
+from ors_gym.tokens._record import TokenRecord, max_calls, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["TokenEnv", "TokenSpace"]
@@ -85,29 +85,29 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
         self._core = ors_core(env)
         self._core.prefetch_messages = True
         self.tokenizer = tokenizer
-        self._episode = Episode(
+        self._record = TokenRecord(
             tokenizer,
             renderer,
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
         )
-        self.bridge = self._episode.bridge
+        self.bridge = self._record.bridge
         self.observation_space = TokenSpace(len(tokenizer))
         self.action_space = TokenSpace(len(tokenizer))
 
     @property
     def trajectory(self) -> Trajectory:
         """The current episode's token record (raises before the first reset)."""
-        if self._episode.trajectory is None:
+        if self._record.trajectory is None:
             raise gym.error.ResetNeeded("call reset() before reading the trajectory")
-        return self._episode.trajectory
+        return self._record.trajectory
 
     @property
     def remaining_tokens(self) -> int | None:
         """How many more ids the current row may take (``max_tokens`` left), or None."""
-        cap = self._episode.max_tokens
-        traj = self._episode.trajectory
+        cap = self._record.max_tokens
+        traj = self._record.trajectory
         if cap is None or traj is None:
             return cap
         return max(0, cap - len(traj.completion_ids))
@@ -117,13 +117,13 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     ) -> tuple[list[int], dict[str, Any]]:
         """Start an episode (``options`` go to the ORS env's reset); the first prompt's ids."""
         observation, info = self.env.reset(seed=seed, options=options)
-        prompt = self._episode.start(
+        prompt = self._record.start(
             self._core.messages(), self._core.tools_as("openai"), observation
         )
-        return prompt, self._episode.reset_info(info, observation)
+        return prompt, self._record.reset_info(info, observation)
 
     def step(self, action: Any) -> tuple[list[int], SupportsFloat, bool, bool, dict[str, Any]]:
         """Run the sampled ids (``list[int]`` or ``{"ids", "logprobs"}``) as one turn."""
-        ids, logprobs, text, turn = self._episode.read(action)
+        ids, logprobs, text, turn = self._record.read(action)
         result = self.env.step(turn.action)
-        return self._episode.finish(ids, logprobs, text, turn, result, max_calls(self._core))
+        return self._record.finish(ids, logprobs, text, turn, result, max_calls(self._core))

@@ -29,7 +29,7 @@ from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["Episode", "max_calls", "ors_core"]
+__all__ = ["TokenRecord", "max_calls", "ors_core"]
 
 
 def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
@@ -75,7 +75,7 @@ def _as_list(value: Any, what: str) -> list[Any]:
     return list(value)
 
 
-class Episode:
+class TokenRecord:
     """The token record of one episode and the steps that grow it."""
 
     def __init__(
