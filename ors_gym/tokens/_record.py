@@ -243,6 +243,11 @@ def assistant_message(turn: AssistantTurn, fam: Family) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text}
     if turn.reasoning:
         message[fam.reasoning_field] = "\n".join(b.text for b in turn.reasoning)
+        if fam.reasoning_field == "thinking" and turn.tool_calls and turn.text:
+            # harmony's template writes a calling turn's text in its analysis channel and
+            # refuses both fields: the reasoning, then the text, as the one analysis
+            message["thinking"] += "\n\n" + message.pop("content")
+            message["content"] = ""
     if turn.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function",

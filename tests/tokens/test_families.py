@@ -226,3 +226,18 @@ def test_a_template_that_refuses_the_probe_conversation_is_handled() -> None:
     tok.chat_template = "{{ raise_exception('this template renders nothing') }}"
     with pytest.raises(ValueError, match=r"cannot render a plain conversation.*renders nothing"):
         TokenEnv(gym.make(QA), tok, renderer="template")
+
+
+def test_a_gpt_oss_call_with_a_preamble_and_reasoning_is_bridged() -> None:
+    """harmony's template refuses a calling turn with both text and reasoning: the turn's
+    history keeps both in its analysis channel, and the episode goes on in one row."""
+    tok = family_tokenizer("gpt-oss")
+    env = TokenEnv(gym.make(COUNTER), tok)
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    turn = encode(tok, completion("gpt-oss", calls=(("increment", {"amount": 2}),),
+                                  content="Adding two.", think="I add two."))
+    ids, _, _, _, info = env.step(turn)
+    assert [c["name"] for c in info["calls"]] == ["increment"]
+    assert info["turn"].text == "Adding two." and info["turn"].reasoning[0].text == "I add two."
+    assert ids[: len(prompt) + len(turn)] == prompt + turn and len(env.trajectory.rows) == 1
+    env.close()
