@@ -38,6 +38,7 @@ __all__ = [
     "from_parsed_response",
     "parse_text",
     "tokenizer_family",
+    "warn_once",
 ]
 
 
@@ -71,13 +72,16 @@ def _families(*rows: tuple[Any, ...]) -> dict[str, Family]:
 #: Every family by name: the ``renderers`` names, plus the formats renderers cannot serve.
 FAMILIES: dict[str, Family] = _families(
     ("hermes", None, "hermes", "<think> block"),
+    ("qwen2.5", None, "hermes", "none (no reasoning mode)"),
     ("qwen3", "qwen3", "hermes", "<think> block"),
+    ("qwen3-coder", None, "qwen3.5", "none (no reasoning mode)"),
     ("qwen3-vl", "qwen3-vl", "hermes", "<think> block"),
     ("prime-qwen3", "prime-qwen3", "qwen3.5", "<think> block"),
     ("qwen3.5", "qwen3.5", "qwen3.5", "<think> block"),
     ("qwen3.6", "qwen3.6", "qwen3.5", "<think> block"),
     ("qwen3.8", "qwen3.8", "qwen3.5", "<think> block"),
     ("glm-4.5", "glm-4.5", "glm-4.5", "<think> block"),
+    ("glm-4.7", "glm-5", "glm-5", "<think> block"),
     ("glm-5", "glm-5", "glm-5", "<think> block"),
     ("glm-5.1", "glm-5.1", "glm-5", "<think> block"),
     ("glm-5.3", "glm-5.3", "glm-5", "<think> block"),
@@ -91,8 +95,10 @@ FAMILIES: dict[str, Family] = _families(
     ("deepseek-r1", "deepseek-r1", "deepseek-v3", "<think> block", "reasoning_content", True),
     ("deepseek-v3.1", None, "deepseek-v3.1", "<think> block (closed by </think>)",
      "reasoning_content", True),
-    ("llama-3", "llama-3", "llama-3", "none (no reasoning mode)", "reasoning_content", False,
-     True),
+    *(
+        (name, "llama-3", "llama-3", "none (no reasoning mode)", "reasoning_content", False, True)
+        for name in ("llama-3", "llama-3.1", "llama-3.2")
+    ),
 )
 
 #: The family assumed when none can be told: Hermes-style JSON calls, ``<think>`` reasoning.
@@ -134,14 +140,25 @@ def check_tool_format(name: Any) -> str:
 
 
 def tokenizer_family(tokenizer: Any) -> str:
-    """The family of ``tokenizer``'s model (:func:`detect`), or the default one, said at
-    WARNING, when none can be told."""
+    """The family of ``tokenizer``'s model (:func:`detect`), or the default one, said once
+    at WARNING, when none can be told."""
     found = detect(tokenizer)
     if found.family is not None:
         return found.family
-    logger.warning(
-        "cannot tell the model family of tokenizer %r (%s): reading its completions as "
-        "Hermes-style <tool_call> JSON calls; pass tool_format=<family> if it writes another",
-        getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__, found.how,
+    name = getattr(tokenizer, "name_or_path", None) or type(tokenizer).__name__
+    warn_once(
+        f"cannot tell the model family of tokenizer {name!r} ({found.how}): reading its "
+        "completions as Hermes-style <tool_call> JSON calls; pass tool_format=<family> "
+        "(renderer=<family> for token ids) if it writes another"
     )
     return DEFAULT
+
+
+_said: set[str] = set()
+
+
+def warn_once(message: str) -> None:
+    """Log ``message`` at WARNING the first time this process says it."""
+    if message not in _said:
+        _said.add(message)
+        logger.warning(message)

@@ -87,9 +87,6 @@ def detect(tokenizer: Any) -> Detected:
 
 def _hub_family(name: str) -> str | None:
     """The renderers name for an exact hub model name, when the library is installed."""
-    try:
-        from renderers.base import MODEL_RENDERER_MAP
-    except ImportError:
-        return None
-    found = MODEL_RENDERER_MAP.get(name)
-    return None if found is None else str(found)
+    from ors_gym._compat.renderers import hub_renderer_name
+
+    return hub_renderer_name(name)

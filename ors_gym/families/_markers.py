@@ -156,7 +156,7 @@ ALIASES: dict[str, str] = {
     "qwen3.6": "qwen3.5",
     "qwen3-coder": "qwen3.5",
     "prime-qwen3": "qwen3.5",
-    "glm-4.7": "glm-4.5",
+    "glm-4.7": "glm-5",
     "glm-5.1": "glm-5",
     "deepseek-r1": "deepseek-v3",
     "llama-3.1": "llama-3",

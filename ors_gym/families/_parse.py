@@ -172,9 +172,9 @@ def _parse_harmony(text: str) -> tuple[Any, bool]:
     """renderers' harmony parser over ``text`` (the gpt-oss renderer itself needs
     harmony's vocabulary from the network; its parser does not), and whether
     the reply ended inside a call."""
-    from renderers.base import ParsedResponse
-    from renderers.parsing import parse_gpt_oss
+    from renderers import ParsedResponse
 
+    from ors_gym._compat.renderers import harmony_parser
     from ors_gym.families._markers import marker_tokenizer
 
     if "<|message|>" not in text:  # no harmony message: the whole reply is text
@@ -189,7 +189,7 @@ def _parse_harmony(text: str) -> tuple[Any, bool]:
         text = text.rstrip() + "<|call|>"
     tokenizer = marker_tokenizer("gpt-oss")
     ids = {m: tokenizer.convert_tokens_to_ids(m) for m in FORMATS["gpt-oss"].markers}
-    parsed = parse_gpt_oss(
+    parsed = harmony_parser()(
         tokenizer,
         tokenizer.encode(text),
         return_id=ids["<|return|>"],

@@ -15,16 +15,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.families import DEFAULT, detect, family
+from ors_gym.families import DEFAULT, detect, family, warn_once
 from ors_gym.tokens._renderers import RenderersBridge
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
 
 logger = logging.getLogger("ors_gym")
-
-_warned: set[tuple[str, str]] = set()
-
 
 def make_bridge(
     tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None
@@ -39,8 +36,7 @@ def make_bridge(
     if renderer is None or renderer == "template":
         name = found.family
         if name is None:
-            _warn_once(
-                tokenizer,
+            warn_once(
                 f"cannot tell the model family of tokenizer {_name(tokenizer)!r} "
                 f"({found.how}): reading its completions as Hermes-style "
                 '<tool_call>{"name": ..., "arguments": ...}</tool_call> calls with <think> '
@@ -51,12 +47,16 @@ def make_bridge(
         fam = family(name)
         if renderer == "template" or fam.renderer is None:
             return TemplateBridge(tokenizer, kwargs, family=_text_or_refuse(name))
-        return _renderers_or_template(tokenizer, fam.renderer, kwargs, how=found.how)
+        bridge = _renderers_or_template(tokenizer, fam.renderer, kwargs, how=found.how)
+        if isinstance(bridge, RenderersBridge) and fam.text is not None and not _same_prompt(
+            bridge, tokenizer, kwargs
+        ):
+            return _own_template(tokenizer, kwargs, bridge, name, found.how)
+        return bridge
     if isinstance(renderer, str):
         asked = family(renderer)
         if found.family is not None and family(found.family).text != asked.text:
-            _warn_once(
-                tokenizer,
+            warn_once(
                 f"renderer={renderer!r} reads {asked.name} completions, but tokenizer "
                 f"{_name(tokenizer)!r} looks like {found.family} ({found.how}); its calls "
                 "will be read by the renderer you asked for",
@@ -89,13 +89,63 @@ def _renderers_or_template(
             f"the {name!r} renderer cannot be built for tokenizer {_name(tokenizer)!r} "
             f"({type(error).__name__}: {error}) and no other reader of its format exists"
         ) from error
-    _warn_once(
-        tokenizer,
+    warn_once(
         f"the {name!r} renderer (found by {how}) cannot be built here "
         f"({type(error).__name__}: {error}); using the tokenizer's chat template with the "
         f"{fam.text!r} parser instead",
     )
     return TemplateBridge(tokenizer, kwargs, family=name)
+
+
+#: The prompts a renderer must render exactly as the tokenizer's own template does: with a
+#: system prompt and without one (a template may write a default), a user turn, a tool.
+_PROBES = (
+    ({"role": "user", "content": "pong"},),
+    ({"role": "system", "content": "ping"}, {"role": "user", "content": "pong"}),
+)
+_PROBE_TOOLS = ({"type": "function", "function": {
+    "name": "probe", "description": "a probe", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}},)
+
+
+def _same_prompt(bridge: RenderersBridge, tokenizer: Any, kwargs: dict[str, Any]) -> bool:
+    """Whether the renderer renders prompts as the tokenizer's own chat template does."""
+    for probe in _PROBES:
+        messages, tools = [dict(m) for m in probe], [dict(t) for t in _PROBE_TOOLS]
+        try:
+            want = tokenizer.apply_chat_template(
+                messages, tools=tools, tokenize=False, add_generation_prompt=True, **kwargs
+            )
+            got = tokenizer.decode(bridge.prompt(messages, tools), skip_special_tokens=False)
+        except Exception:  # a template or renderer that refuses the probe: no proof
+            return False
+        if got != want:
+            return False
+    return True
+
+
+def _own_template(
+    tokenizer: Any, kwargs: dict[str, Any], bridge: Bridge, name: str, how: str
+) -> Bridge:
+    """The tokenizer's own template, read by the family's rules, where it renders otherwise
+    than the family's renderer; the renderer, said, where the template cannot bridge."""
+    renderer = bridge.name.removeprefix("renderers:")
+    differs = (f"tokenizer {_name(tokenizer)!r} is read as {name} ({how}), but its chat "
+               f"template renders a prompt otherwise than renderers' {renderer!r} renderer "
+               "(another revision, or a template of its own)")
+    try:
+        own = TemplateBridge(tokenizer, kwargs, family=name)
+    except ValueError as exc:
+        warn_once(
+            f"{differs}; its template cannot bridge a turn ({exc}), so the "
+            "renderer renders"
+        )
+        return bridge
+    warn_once(
+        f"{differs}: rendering with the tokenizer's template and reading "
+        f"completions by the {family(name).text!r} rules"
+    )
+    return own
 
 
 def _text_or_refuse(name: str) -> str:
@@ -113,10 +163,3 @@ def _is_renderers_object(obj: Any) -> bool:
 
 def _name(tokenizer: Any) -> str:
     return str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-
-
-def _warn_once(tokenizer: Any, message: str) -> None:
-    key = (_name(tokenizer), message)
-    if key not in _warned:
-        _warned.add(key)
-        logger.warning(message)

@@ -299,7 +299,9 @@ _EOS_DEEPSEEK = "<\uff5cend\u2581of\u2581sentence\uff5c>"
 _FAMILY_ENDS: dict[str, _Ends] = {
     "gpt-oss": _Ends(("<|call|>", "<|return|>"), ("<|call|>", "<|return|>", "<|end|>"),
                      "<|end|>"),
-    "deepseek-v3.1": _Ends((_EOS_DEEPSEEK,), (_EOS_DEEPSEEK,), _EOS_DEEPSEEK),
+    **{name: _Ends((_EOS_DEEPSEEK,), (_EOS_DEEPSEEK,), _EOS_DEEPSEEK)
+       for name in ("deepseek-v3", "deepseek-r1", "deepseek-v3.1")},
+    "minimax-m2": _Ends(("[e~[",), ("[e~[",), "[e~["),
 }
 
 

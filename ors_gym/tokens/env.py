@@ -3,13 +3,14 @@
 The observation is the whole sequence so far, ending at the next generation
 prompt; the action is the ids the model sampled after it. One step::
 
-    completion ids --decode--> text --parse--> tool calls | message
-        --OrsEnv.step--> tool results / nudge --chat messages--> bridge ids
+    completion ids --the family's parse--> content, reasoning, tool calls
+        --OrsEnv.step (the calls as read)--> tool results / nudge --chat messages--> bridge ids
     observation = previous observation + completion ids (verbatim) + bridge ids
 
-The sampled ids are never re-encoded: the text they decode to is only what the
-environment parses. ``env.trajectory`` keeps the record (mask, logprobs,
-messages) and exports it for TRL, veRL and SkyRL.
+The sampled ids are never re-encoded, and are parsed once, by the model family's
+own rules; the reasoning stays in them and never reaches the environment.
+``env.trajectory`` keeps the record (mask, logprobs, messages) and exports it for
+TRL, veRL and SkyRL.
 """
 
 from __future__ import annotations
@@ -61,14 +62,15 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     """Token ids in, token ids out, over any ORS environment.
 
     ``tokenizer``: a Hugging Face tokenizer (its chat template renders the
-    conversation). ``renderer``: ``None`` (a ``renderers`` renderer when that
-    library knows the tokenizer's hub name, else the chat template),
-    ``"template"``, a ``renderers`` name (``"qwen3"``) or config, or a
+    conversation). ``renderer``: ``None`` (the tokenizer's model family, found by
+    its hub name or its chat template: the family's ``renderers`` renderer where
+    it renders as the template does, else the template read by the family's
+    rules; an unknown family is said at WARNING), ``"template"``, a family or
+    ``renderers`` name (``"qwen3.5"``) or config, or a
     :class:`~ors_gym.tokens.Bridge`. ``max_tokens``: truncate the episode when
     the ids after the first prompt would exceed this. ``system``: a system
-    prompt put first. ``chat_template_kwargs``: for the template (e.g.
-    ``{"enable_thinking": False}``). ``reasoning_tags``: what encloses
-    reasoning in a completion (kept in the ids, not sent to the environment).
+    prompt put first. ``chat_template_kwargs``: for the template and the renderer
+    (e.g. ``{"enable_thinking": False}``).
     """
 
     def __init__(

@@ -48,6 +48,7 @@ from ors_gym._compat import httpcore as compat_httpcore  # noqa: E402
 from ors_gym._compat import openreward as compat_openreward  # noqa: E402
 from ors_gym._compat import pydantic as compat_pydantic  # noqa: E402
 from ors_gym._compat import re as compat_re  # noqa: E402
+from ors_gym._compat import renderers as compat_renderers  # noqa: E402
 from ors_gym._compat import sse_starlette as compat_sse  # noqa: E402
 from ors_gym._compat import structlog as compat_structlog  # noqa: E402
 from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
@@ -102,6 +103,7 @@ def test_release_numbers_are_read_from_version_strings() -> None:
         ("pydantic", compat_pydantic.VERIFIED),
         ("gymnasium", compat_gymnasium.VERIFIED),
         ("httpcore", compat_httpcore.VERIFIED),
+        ("renderers", compat_renderers.VERIFIED),
     ],
 )
 def test_installed_libraries_are_inside_their_verified_ranges(
@@ -944,3 +946,12 @@ def test_run_first_step_runs_a_tasks_first_step_in_place_then_leaves_the_loop_as
         assert loop.run_until_complete(task) == 2
     finally:
         loop.close()
+
+
+def test_renderers_hub_map_and_harmony_parser() -> None:
+    """The names ors_gym reads from renderers, where renderers keeps them."""
+    pytest.importorskip("renderers")
+    assert compat_renderers.hub_renderer_name("Qwen/Qwen3-8B") == "qwen3"
+    assert compat_renderers.hub_renderer_name("openai/gpt-oss-20b") == "gpt-oss"
+    assert compat_renderers.hub_renderer_name("nobody/no-model") is None
+    assert callable(compat_renderers.harmony_parser())

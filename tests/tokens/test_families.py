@@ -241,3 +241,27 @@ def test_a_gpt_oss_call_with_a_preamble_and_reasoning_is_bridged() -> None:
     assert info["turn"].text == "Adding two." and info["turn"].reasoning[0].text == "I add two."
     assert ids[: len(prompt) + len(turn)] == prompt + turn and len(env.trajectory.rows) == 1
     env.close()
+
+
+def test_a_template_of_its_own_is_rendered_as_it_is_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Qwen2.5's template writes Qwen3's call format but a default system prompt Qwen3's
+    renderer does not: the tokenizer's own template renders, read by the family's rules."""
+    from pathlib import Path
+
+    import trl
+
+    tok = family_tokenizer("qwen3")
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates" / "qwen2_5.jinja").read_text()
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        env = TokenEnv(gym.make(COUNTER), tok)
+    assert env.bridge.name == "template" and env.bridge.family.name == "qwen3"
+    assert any("renders a prompt otherwise" in r.getMessage() for r in caplog.records)
+    prompt, _ = env.reset(seed=0, options={"index": 0})
+    traj = env.trajectory
+    assert tok.decode(prompt) == tok.apply_chat_template(
+        traj.messages, tools=traj.tools, tokenize=False, add_generation_prompt=True)
+    _, _, _, _, info = env.step(sampled(tok, "qwen3", calls=(("increment", {"amount": 2}),)))
+    assert [c["name"] for c in info["calls"]] == ["increment"]
+    env.close()

@@ -1,0 +1,52 @@
+"""renderers: the hub-name map and the harmony parser, names the package does not export.
+
+``renderers.base.MODEL_RENDERER_MAP`` (hub model name -> renderer name) is what
+its own auto-resolution reads; ``renderers.parsing.parse_gpt_oss`` parses
+harmony from ids without the gpt-oss renderer, which loads harmony's
+vocabulary from the network. Neither is in ``renderers.__all__``. Outside the
+verified range the hub map is not read (a family is then found from the
+tokenizer's chat template), and gpt-oss text needs the names to be there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ors_gym._compat._versions import note_fallback, version_of, within
+from ors_gym.errors import OrsDependencyError
+
+__all__ = ["VERIFIED", "harmony_parser", "hub_renderer_name"]
+
+#: renderers releases whose base.MODEL_RENDERER_MAP and parsing.parse_gpt_oss are used here.
+VERIFIED = ((0, 1, 10), (0, 2))
+
+
+def hub_renderer_name(name: str) -> str | None:
+    """renderers' renderer name for an exact hub model name; None when it maps none, when
+    renderers is not installed, or outside the verified range."""
+    if version_of("renderers") is None:
+        return None
+    if not within("renderers", *VERIFIED):
+        note_fallback(
+            "renderers.base.MODEL_RENDERER_MAP",
+            f"renderers {version_of('renderers')} is outside the verified range {VERIFIED}; "
+            "families are found from the tokenizer's chat template only",
+        )
+        return None
+    from renderers.base import MODEL_RENDERER_MAP
+
+    found = MODEL_RENDERER_MAP.get(name)
+    return None if found is None else str(found)
+
+
+def harmony_parser() -> Callable[..., Any]:
+    """``renderers.parsing.parse_gpt_oss``, checked to be there."""
+    try:
+        from renderers.parsing import parse_gpt_oss
+    except ImportError as exc:
+        raise OrsDependencyError(
+            f"reading gpt-oss (harmony) text needs renderers {VERIFIED[0]} to {VERIFIED[1]} "
+            f"(installed: {version_of('renderers')}): pip install 'ors-gym[tokens]'"
+        ) from exc
+    return parse_gpt_oss
