@@ -101,6 +101,7 @@ class TemplateBridge:
         self.kwargs = dict(chat_template_kwargs or {})
         self.family = _text_family(family)
         self._fixed: dict[str, _Fixed | None] = {}
+        self._last_fixed: tuple[list[dict[str, Any]], _Fixed | None] | None = None
         self.end_of_turn, self.stops = self._read_end_of_turn()
 
     # -- the Bridge protocol -----------------------------------------------------------------
@@ -236,9 +237,15 @@ class TemplateBridge:
     def _fixed_part(self, tools: list[dict[str, Any]]) -> _Fixed | None:
         """The fixed conversation up to its assistant turn's end, as history; None unless
         that history is the generation prompt plus the turn's text (what sampling gives)."""
+        last = self._last_fixed
+        if last is not None and last[0] is tools:  # an episode's own list, turn after turn
+            return last[1]
         key = repr(tools)
         if key not in self._fixed:
+            if len(self._fixed) >= _FIXED_KEPT:  # a bridge shared by many tool lists
+                self._fixed.pop(next(iter(self._fixed)))
             self._fixed[key] = self._read_fixed(tools)
+        self._last_fixed = (tools, self._fixed[key])
         return self._fixed[key]
 
     def _read_fixed(self, tools: list[dict[str, Any]]) -> _Fixed | None:
@@ -280,6 +287,10 @@ class _Fixed:
     text: str
     ids: list[int]
     split_ok: bool
+
+
+#: Tool lists whose fixed conversation a template bridge keeps (the oldest goes first).
+_FIXED_KEPT = 64
 
 
 @dataclass(frozen=True)
