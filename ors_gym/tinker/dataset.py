@@ -111,7 +111,8 @@ class OrsEnvGroupBuilder(EnvGroupBuilder):
         args = async_env_arguments(self.env_id, self.env_kwargs)
         base_url, env_class = args.pop("base_url", None), args.pop("env_class", None)
         env_name = args.pop("env_name", None)
-        settings = EnvSettings.from_options(args)
+        # a failing session ends its episode (stop/env_error, stop/rollout_timeout), not the group
+        settings = EnvSettings.from_options(args, on_error="truncate")
         if self._backend is None:
             self._backend = make_async_backend(settings, base_url=base_url, env_class=env_class)
         return AsyncOrsEnv(

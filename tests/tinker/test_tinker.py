@@ -221,6 +221,47 @@ def test_sessions_are_given_back_when_each_episode_ends(tok: Any, model: Any) ->
     asyncio.run(run())
 
 
+def test_a_lost_session_ends_its_episode_with_env_error(tok: Any, model: Any) -> None:
+    """A session lost between two turns (deleted behind the episode's back) ends that
+    episode with tinker's ``stop/env_error``, not an exception failing the whole group."""
+    index, _ = _counter_task(2, 5)
+
+    def script(prompt: str, turn: int, episode: int) -> str | None:
+        return tool_call_text("increment", {"amount": 1})
+
+    class Losing(TokenCompleter):
+        """Samples, then deletes the first episode's session before its step."""
+
+        def __init__(self, env: OrsTinkerEnv) -> None:
+            self.inner, self.env = TinyCompleter(model, tok, script), env
+
+        async def __call__(self, model_input: tinker.ModelInput, stop: StopCondition, *,
+                           max_tokens: int | None = None) -> TokensWithLogprobs:
+            out = await self.inner(model_input, stop, max_tokens=max_tokens)
+            ors = self.env.message_env.env
+            if ors.session_id is not None:
+                await ors.backend.delete_session(ors.session_id)
+            return out
+
+    async def run() -> Any:
+        builder = _group(COUNTER, index, 2, system_prompt="episode 1")
+        envs = await builder.make_envs()
+        try:
+            first = envs[0]
+            assert isinstance(first, OrsTinkerEnv)
+            lost = await do_single_rollout(Losing(first), first)
+            done = TinyCompleter(model, tok, lambda *_: tool_call_text("done", {}))
+            kept = await do_single_rollout(done, envs[1])
+        finally:
+            await builder.cleanup()
+        return lost, kept
+
+    lost, kept = asyncio.run(run())
+    assert lost.stop_reason == "env_error" and len(lost.transitions) == 1
+    assert lost.transitions[-1].metrics["stop/env_error"] == 1.0
+    assert kept.stop_reason == "tool_stopped"  # the group's other episode went on
+
+
 def test_score_group_gives_the_group_rewards(tok: Any, model: Any) -> None:
     """On Judged (an environment that scores groups) the group's rewards are its
     ``score_group`` of the conversations: the answer with the keywords wins."""
