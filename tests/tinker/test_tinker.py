@@ -39,6 +39,7 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 import ors_gym
 from ors_gym.actions import parse_action
 from ors_gym.tinker import OrsDatasetBuilder, OrsEnvGroupBuilder, OrsTinkerEnv
+from ors_gym.tokens import shared_backends
 
 TOKENIZER = "ors-gym-tests/tiny-qwen3"
 COUNTER, JUDGED = "ors/Counter-v0", "ors/Judged-v0"
@@ -155,7 +156,7 @@ def test_counter_group_through_tinker_rollout(tok: Any, model: Any) -> None:
     builder = pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt="episode 1")))
     group = asyncio.run(do_group_rollout(builder, completer))
 
-    assert builder.backend is None  # cleanup closed it
+    assert builder.backend is not None and builder.backend.open_sessions == frozenset()
     by_length = sorted(group.trajectories_G, key=lambda t: len(t.transitions))
     short, long = by_length
     assert [len(short.transitions), len(long.transitions)] == [1, 2]
@@ -260,6 +261,23 @@ def test_a_lost_session_ends_its_episode_with_env_error(tok: Any, model: Any) ->
     assert lost.stop_reason == "env_error" and len(lost.transitions) == 1
     assert lost.transitions[-1].metrics["stop/env_error"] == 1.0
     assert kept.stop_reason == "tool_stopped"  # the group's other episode went on
+
+
+def test_groups_share_one_backend_per_environment_on_a_loop(tok: Any, model: Any) -> None:
+    """Groups (pickled, as tinker-cookbook may send them) of one environment open their
+    episodes over one backend of the event loop's: one discovery, one pool, not one a group."""
+    index, _ = _counter_task(1, 5)
+    completer = TinyCompleter(model, tok, lambda *_: tool_call_text("done", {}))
+
+    async def run() -> tuple[Any, Any, int]:
+        groups = [pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt=f"g{k}")))
+                  for k in range(2)]
+        await asyncio.gather(*(do_group_rollout(g, completer) for g in groups))
+        return groups[0].backend, groups[1].backend, shared_backends().made
+
+    first, second, made = asyncio.run(run())
+    assert first is second and made == 1
+    assert first.open_sessions == frozenset()
 
 
 def test_score_group_gives_the_group_rewards(tok: Any, model: Any) -> None:
