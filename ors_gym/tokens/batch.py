@@ -164,17 +164,20 @@ class AsyncTokenBatch:
             obs[k], rewards[k], terms[k], truncs[k], infos[k] = out
         return obs, rewards, terms, truncs, infos
 
-    async def end(self, reason: str | None = None) -> None:
-        """End every episode still open now (their sessions are deleted, at once).
-        ``reason``: the stop reason of those not ended yet (say ``max_tokens`` when the
-        trainer's budget ran out); None leaves them as they are."""
+    async def end(self, reason: str | None = None, *,
+                  episodes: Sequence[int] | None = None) -> None:
+        """End every episode still open now, or those of ``episodes`` (indices), their
+        sessions deleted at once. ``reason``: the stop reason of those not ended yet (say
+        ``max_tokens`` when the trainer's budget ran out, ``context_overflow`` when a first
+        prompt does not fit the model); None leaves them as they are."""
         if reason is not None and reason not in stops.STOP_REASONS:
             raise ValueError(f"reason must be one of {stops.STOP_REASONS}, got {reason!r}")
-        for slot in self._slots:
+        slots = self._slots if episodes is None else [self._slots[k] for k in episodes]
+        for slot in slots:
             traj = slot.episode.trajectory
             if reason is not None and traj is not None and not traj.done:
                 traj.stop_reason = reason
-        await asyncio.gather(*(s.env.end_session() for s in self._slots))
+        await asyncio.gather(*(s.env.end_session() for s in slots))
 
     async def close(self) -> None:
         """End the open episodes; close the backends if the batch made them."""
@@ -358,9 +361,9 @@ class TokenBatch:
         """``AsyncTokenBatch.step``, blocking."""
         return self._runtime.run(self.batch.step(actions))
 
-    def end(self, reason: str | None = None) -> None:
+    def end(self, reason: str | None = None, *, episodes: Sequence[int] | None = None) -> None:
         """``AsyncTokenBatch.end``, blocking."""
-        self._runtime.run(self.batch.end(reason))
+        self._runtime.run(self.batch.end(reason, episodes=episodes))
 
     def close(self) -> None:
         """End the open episodes, close the backends and the event loop; safe twice."""
