@@ -276,3 +276,21 @@ def test_an_exception_in_one_episode_ends_that_episode_only(
         _, rewards, terms, *_ = batch.step([calling(tok, "meet"), None, None])
         assert rewards[0] == 1.0 and terms[0] and batch.running == []
     assert Rendezvous.live == before
+
+
+def test_shared_backends_close_when_their_loop_ends(tok: Any, where: dict[str, Any]) -> None:
+    """An episode left open on the loop's shared backends is deleted when asyncio.run ends
+    the loop (its async generators finalized), and the backends are emptied."""
+    from ors_gym.tokens import shared_backends
+
+    before = Rendezvous.live
+
+    async def run() -> Any:
+        backends = shared_backends()
+        batch = AsyncTokenBatch(tok, backends=backends)
+        await batch.reset(rows(where, [0]))  # never ended nor closed
+        assert Rendezvous.live - before == 1 and backends.made == 1
+        return backends
+
+    backends = asyncio.run(run())
+    assert Rendezvous.live == before and repr(backends) == "Backends([])"
