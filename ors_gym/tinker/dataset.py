@@ -5,8 +5,11 @@ recipes write them (``batch_size``, ``group_size``, ``model_name_for_tokenizer``
 ``renderer_name``): its dataset holds one :class:`OrsEnvGroupBuilder` per task
 of the split, each a group of ``group_size`` attempts at that task. A group
 builder holds names and numbers only, so it pickles (tinker-cookbook may send
-it to another process); ``make_envs`` makes the renderer and one backend for
-the group, shared by its episodes. An environment that scores groups
+it to another process); ``make_envs`` makes the renderer and opens its episodes
+as ``ors_gym.tokens`` rows over the running event loop's shared backends
+(``shared_backends()``: one backend, one connection pool and one ``/tools``
+discovery per environment id in the process, made in the worker at first use,
+shared by every group). An environment that scores groups
 (``supports_score_group``, such as ``ors/Judged-v0``) gives the group's
 rewards through ``compute_group_rewards``.
 """
@@ -26,12 +29,11 @@ from tinker_cookbook.rl.types import Env, EnvGroupBuilder, RLDataset, RLDatasetB
 from tinker_cookbook.tokenizer_utils import get_tokenizer
 
 from ors_gym._compat.tinker_cookbook import one_at_a_time
-from ors_gym.async_env import AsyncOrsEnv, make_async_backend
+from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.backends.base import AsyncBackend
-from ors_gym.registration import async_env_arguments
 from ors_gym.scoring import ascore_group
-from ors_gym.settings import EnvSettings
 from ors_gym.tinker.env import OrsMessageEnv, OrsTinkerEnv
+from ors_gym.tokens._open import EpisodeRow, shared_backends
 
 __all__ = ["OrsDataset", "OrsDatasetBuilder", "OrsEnvGroupBuilder"]
 
@@ -65,20 +67,20 @@ class OrsEnvGroupBuilder(EnvGroupBuilder):
     context_overflow_reward: float = 0.0
     max_trajectory_tokens: int | None = None
     max_generation_tokens: int | None = None
-    _backend: AsyncBackend | None = field(default=None, init=False, repr=False)
     _envs: list[OrsTinkerEnv] = field(default_factory=list, init=False, repr=False)
     _renderer: Any = field(default=None, init=False, repr=False)
 
     def __getstate__(self) -> dict[str, Any]:
-        """The configuration only: a live backend, its episodes and the renderer stay here."""
+        """The configuration only: its episodes and the renderer stay here."""
         state = dict(self.__dict__)
-        state.update(_backend=None, _envs=[], _renderer=None)
+        state.update(_envs=[], _renderer=None)
         return state
 
     @property
     def backend(self) -> AsyncBackend | None:
-        """The backend the group's episodes share (None before ``make_envs``)."""
-        return self._backend
+        """The backend the group's episodes share with every group of its environment on
+        the event loop (None before ``make_envs``)."""
+        return self._envs[0].message_env.env.backend if self._envs else None
 
     async def make_envs(self) -> Sequence[Env]:
         tokenizer = get_tokenizer(self.model_name_for_tokenizer)
@@ -107,16 +109,10 @@ class OrsEnvGroupBuilder(EnvGroupBuilder):
         return list(self._envs)
 
     def _ors_env(self) -> AsyncOrsEnv:
-        """An episode's env, on the group's backend (made by the first call)."""
-        args = async_env_arguments(self.env_id, self.env_kwargs)
-        base_url, env_class = args.pop("base_url", None), args.pop("env_class", None)
-        env_name = args.pop("env_name", None)
-        settings = EnvSettings.from_options(args)
-        if self._backend is None:
-            self._backend = make_async_backend(settings, base_url=base_url, env_class=env_class)
-        return AsyncOrsEnv(
-            env_name=env_name, env_class=env_class, backend=self._backend, settings=settings
-        )
+        """An episode's env over the loop's shared backend for ``env_id`` (made, with its
+        discovery, by the first episode of the environment in this process); its episodes
+        truncate on a failing session (``stop/env_error``, ``stop/rollout_timeout``)."""
+        return shared_backends().env(EpisodeRow(self.env_id, self.env_kwargs))
 
     async def compute_group_rewards(
         self, trajectory_group: list[Any], env_group: Sequence[Env]
@@ -139,19 +135,13 @@ class OrsEnvGroupBuilder(EnvGroupBuilder):
         return [(float(s), {"ors_group_score": float(s)}) for s in scores]
 
     async def cleanup(self) -> None:
-        """Give back any session still open, then close the group's backend; never raises."""
+        """Give back any session still open (the shared backend stays, for the other
+        groups); never raises."""
         for env in self._envs:
             try:
                 await env.message_env.env.close()
             except Exception as exc:
                 logger.warning("closing an ORS episode of %s failed: %s", self.env_id, exc)
-        self._envs = []
-        backend, self._backend = self._backend, None
-        if backend is not None:
-            try:
-                await backend.aclose()
-            except Exception as exc:
-                logger.warning("closing the ORS backend of %s failed: %s", self.env_id, exc)
 
     def logging_tags(self) -> list[str]:
         return ["ors", self.env_id]
@@ -216,7 +206,7 @@ class OrsDatasetBuilder(RLDatasetBuilder):
 
     async def _survey(self, env_id: str) -> tuple[dict[str, int], bool]:
         """How many tasks each split wanted has, and whether the env scores groups."""
-        env = AsyncOrsEnv(**async_env_arguments(env_id, self.env_kwargs))
+        env = shared_backends().env(EpisodeRow(env_id, self.env_kwargs))  # its discovery kept
         try:
             tools = await env.discover()
             splits = {s for s in (self.split, self.test_split) if s is not None}

@@ -7,14 +7,15 @@ environment id and arguments, made at the first row that names them and kept
 until ``aclose``: a thousand episodes of one environment share one connection
 pool and one ``/tools`` discovery instead of opening their own. Backends live
 on one event loop; :func:`shared_backends` gives the running loop's own, for
-code that cannot pass one along (veRL makes an agent loop per sample).
+code that cannot pass one along (veRL makes an agent loop per sample), closed
+when that loop shuts down its async generators.
 """
 
 from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,16 +138,45 @@ class Backends:
         return f"Backends({[s.env_id for s in self._stacks]})"
 
 
-_PER_LOOP: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Backends] = (
-    weakref.WeakKeyDictionary()
-)
+#: Each loop's backends, and the async generator that closes them at the loop's end.
+_PER_LOOP: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[Backends, AsyncGenerator[None, None]]
+] = weakref.WeakKeyDictionary()
 
 
 def shared_backends() -> Backends:
     """The running event loop's own :class:`Backends` (made at first use): every caller
-    on one loop opens its episodes over the same backends."""
+    on one loop opens its episodes over the same backends.
+
+    They are closed (open sessions deleted, connection pools closed) when the loop
+    finalizes its async generators: at the end of ``asyncio.run`` (or an
+    ``asyncio.Runner``), or wherever ``loop.shutdown_asyncgens()`` is awaited before
+    ``loop.close()``. A loop closed without that leaves them to the garbage collector
+    (a closed loop can run nothing): ``await shared_backends().aclose()`` first there.
+    """
     loop = asyncio.get_running_loop()
-    backends = _PER_LOOP.get(loop)
-    if backends is None:
-        backends = _PER_LOOP[loop] = Backends()
-    return backends
+    entry = _PER_LOOP.get(loop)
+    if entry is None:
+        backends = Backends()
+        closer = _close_at_shutdown(backends)
+        _first_step(closer)  # the loop's asyncgen hooks now hold it: shutdown_asyncgens acloses it
+        entry = _PER_LOOP[loop] = (backends, closer)
+    return entry[0]
+
+
+async def _close_at_shutdown(backends: Backends) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:  # the loop's shutdown_asyncgens, while the loop still runs
+        await backends.aclose()
+
+
+def _first_step(agen: AsyncGenerator[None, None]) -> None:
+    """Run ``agen`` to its first ``yield`` now (it awaits nothing before it): the running
+    loop's first-iteration hook registers it for ``shutdown_asyncgens``."""
+    step = agen.__anext__()
+    try:
+        step.send(None)
+    except StopIteration:
+        return
+    raise RuntimeError("the closer awaited before its first yield")  # pragma: no cover

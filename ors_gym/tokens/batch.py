@@ -9,7 +9,9 @@ kept across batches. One bridge serves the whole batch (a bridge keeps no
 episode's state, but a multimodal renderer's image data: then each episode
 has its own). An episode's failure stays its own: it ends with its stop reason
 (``env_error``, ``timeout``, ``parse_error``) and ``info["error"]`` while the
-others go on. An episode's session is deleted the moment the episode ends.
+others go on; so does any other exception of one episode's reset or step (a
+bridge's or chat template's error: ``env_error``, logged at WARNING with its
+traceback). An episode's session is deleted the moment the episode ends.
 
 ``TokenBatch`` is the blocking face, over a private event loop (``Runtime``).
 Results are lists in the order of the rows, as Gymnasium's vector envs give
@@ -20,8 +22,9 @@ for observations and one info dict per episode.
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -38,6 +41,8 @@ from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 __all__ = ["AsyncTokenBatch", "TokenBatch"]
+
+logger = logging.getLogger("ors_gym")
 
 Results = tuple[list[list[int]], list[float], list[bool], list[bool], list[dict[str, Any]]]
 _Read = tuple[list[int], list[float] | None, str, Any]
@@ -145,27 +150,34 @@ class AsyncTokenBatch:
                     f"episode {k} has ended ({slot.trajectory.stop_reason}): pass None for it, "
                     "or reset() the batch")
             planned.append((k, slot.episode.read(action)))  # bad ids raise before any I/O
-        done = await asyncio.gather(*(self._step(self._slots[k], read) for k, read in planned))
+        done = await asyncio.gather(*(self._step(self._slots[k], read) for k, read in planned),
+                                    return_exceptions=True)
+        raised = next((r for r in done if isinstance(r, BaseException)), None)
+        if raised is not None:  # not an episode's failure (those end their episode): ours
+            raise raised
         n = len(self._slots)
         obs = [list(s.ids) for s in self._slots]
         rewards, terms, truncs = [0.0] * n, [False] * n, [False] * n
         infos: list[dict[str, Any]] = [{} for _ in range(n)]
-        for (k, _), (ids, reward, terminated, truncated, info) in zip(planned, done, strict=True):
-            obs[k], rewards[k], terms[k], truncs[k], infos[k] = (
-                ids, reward, terminated, truncated, info)
+        for (k, _), out in zip(planned, done, strict=True):
+            assert not isinstance(out, BaseException)
+            obs[k], rewards[k], terms[k], truncs[k], infos[k] = out
         return obs, rewards, terms, truncs, infos
 
-    async def end(self, reason: str | None = None) -> None:
-        """End every episode still open now (their sessions are deleted, at once).
-        ``reason``: the stop reason of those not ended yet (say ``max_tokens`` when the
-        trainer's budget ran out); None leaves them as they are."""
+    async def end(self, reason: str | None = None, *,
+                  episodes: Sequence[int] | None = None) -> None:
+        """End every episode still open now, or those of ``episodes`` (indices), their
+        sessions deleted at once. ``reason``: the stop reason of those not ended yet (say
+        ``max_tokens`` when the trainer's budget ran out, ``context_overflow`` when a first
+        prompt does not fit the model); None leaves them as they are."""
         if reason is not None and reason not in stops.STOP_REASONS:
             raise ValueError(f"reason must be one of {stops.STOP_REASONS}, got {reason!r}")
-        for slot in self._slots:
+        slots = self._slots if episodes is None else [self._slots[k] for k in episodes]
+        for slot in slots:
             traj = slot.episode.trajectory
             if reason is not None and traj is not None and not traj.done:
                 traj.stop_reason = reason
-        await asyncio.gather(*(s.env.end_session() for s in self._slots))
+        await asyncio.gather(*(s.env.end_session() for s in slots))
 
     async def close(self) -> None:
         """End the open episodes; close the backends if the batch made them."""
@@ -199,61 +211,115 @@ class AsyncTokenBatch:
         except OrsError as exc:  # this episode's environment failed: it ends here
             await env.end_session()
             return self._failed_reset(slot, exc)
-        slot.ids = slot.episode.start(opening, env.tools_as("openai"), observation)
+        except (ValueError, TypeError):  # bad options: reset() ends the batch and raises
+            raise
+        except Exception as exc:
+            return await self._unexpected_reset(slot, exc, "reset")
+        try:
+            slot.ids = slot.episode.start(opening, env.tools_as("openai"), observation)
+        except Exception as exc:  # the bridge could not render the opening
+            return await self._unexpected_reset(slot, exc, "first prompt")
         return list(slot.ids), slot.episode.reset_info(info, observation)
 
-    def _failed_reset(self, slot: _Slot, exc: OrsError) -> tuple[list[int], dict[str, Any]]:
-        """The record of an episode whose reset failed: an empty user turn's prompt, no
-        turn, the failure's stop reason."""
+    async def _unexpected_reset(self, slot: _Slot, exc: Exception, where: str
+                                ) -> tuple[list[int], dict[str, Any]]:
+        _log_unexpected(slot, exc, where)
+        await slot.env.end_session()
+        return self._failed_reset(slot, exc)
+
+    def _failed_reset(self, slot: _Slot, exc: Exception) -> tuple[list[int], dict[str, Any]]:
+        """The record of an episode whose reset failed: an empty user turn's prompt (none
+        if the bridge cannot render even that), no turn, the failure's stop reason."""
         reason = _failure(exc)
         messages: list[dict[str, Any]] = []
         if self.system is not None:
             messages.append({"role": "system", "content": self.system})
         messages.append({"role": "user", "content": ""})
         bridge = slot.episode.bridge
-        prompt = bridge.prompt(messages, [])
+        try:
+            prompt = bridge.prompt(messages, [])
+        except Exception:  # the bridge's own failure, logged by the caller
+            prompt = []
         slot.episode.trajectory = Trajectory(
             rows=[TokenRow(prompt_ids=prompt)], messages=messages, tools=[],
             renderer=bridge.name, stop_reason=reason)
         slot.ids = list(prompt)
-        return list(prompt), {"error": str(exc), "stop_reason": reason, "env_id": slot.row.env_id}
+        return list(prompt), {"error": _describe(exc), "stop_reason": reason,
+                              "env_id": slot.row.env_id}
 
     async def _step(self, slot: _Slot, read: _Read
                     ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
         ids, logprobs, text, turn = read
         episode, env = slot.episode, slot.env
+        restore = _mark(slot.trajectory)
         try:
             result = await env.step(turn.action)
-        except OrsError as exc:  # a row with on_error="raise", or a refused action
-            out = _failed_step(episode, ids, logprobs, text, exc)
-        else:
             out = episode.finish(ids, logprobs, text, turn, result, max_calls(env))
+        except OrsError as exc:  # a row with on_error="raise", or a refused action
+            restore()
+            out = _failed_step(episode, ids, logprobs, text, exc)
+        except Exception as exc:  # a bridge's, a template's, a backend's own error
+            _log_unexpected(slot, exc, "step")
+            restore()  # what finish() recorded before it raised
+            out = _failed_step(episode, ids, logprobs, text, exc)
         slot.ids = out[0]
         if slot.trajectory.done:  # the session is given back as soon as the episode ends
             await env.end_session()
         return out
 
 
-def _failure(exc: OrsError) -> str:
+def _failure(exc: Exception) -> str:
     if isinstance(exc, OrsActionError):
         return stops.PARSE_ERROR
     return stops.TIMEOUT if isinstance(exc, OrsTimeoutError) else stops.ENV_ERROR
 
 
+def _describe(exc: Exception) -> str:
+    """``info["error"]``: an ORS error's own message; any other names its type too."""
+    return str(exc) if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
+
+
+def _log_unexpected(slot: _Slot, exc: Exception, where: str) -> None:
+    logger.warning("an episode of %s (%s) ended with env_error: its %s raised %s",
+                   slot.row.env_id, slot.row.options, where, _describe(exc), exc_info=exc)
+
+
+def _mark(traj: Trajectory) -> Callable[[], None]:
+    """A function putting ``traj`` back as it is now (undoing a step that raised midway)."""
+    rows, last = len(traj.rows), traj.rows[-1]
+    sizes, turns = len(last.completion_ids), last.turns
+    rewards, messages, images = len(traj.rewards), len(traj.messages), len(traj.images)
+    given, data = traj.logprobs_given, traj.multi_modal_data
+
+    def restore() -> None:
+        del traj.rows[rows:]
+        for values in (last.completion_ids, last.mask, last.logprobs):
+            del values[sizes:]
+        last.turns = turns
+        del traj.rewards[rewards:], traj.messages[messages:], traj.images[images:]
+        traj.logprobs_given, traj.multi_modal_data, traj.stop_reason = given, data, None
+
+    return restore
+
+
 def _failed_step(episode: TokenRecord, ids: list[int], logprobs: list[float] | None, text: str,
-                 exc: OrsError) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+                 exc: Exception) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
     """End an episode whose step raised: the sampled turn kept, closed, no reward."""
     traj = episode.trajectory
     assert traj is not None
     row = traj.rows[-1]
     row._add(ids, sampled=True, logprobs=logprobs)
-    row._add(episode.bridge.close(ids), sampled=False)
+    try:
+        closing = episode.bridge.close(ids)
+    except Exception:  # a broken bridge: the turn stays as sampled
+        closing = []
+    row._add(closing, sampled=False)
     row.turns += 1
     traj.rewards.append(0.0)
     traj.logprobs_given = traj.logprobs_given and logprobs is not None
     traj.messages.append({"role": "assistant", "content": text})
     traj.stop_reason = _failure(exc)
-    info = {"error": str(exc), "stop_reason": traj.stop_reason, "text": text}
+    info = {"error": _describe(exc), "stop_reason": traj.stop_reason, "text": text}
     return row.ids, 0.0, False, True, info
 
 
@@ -295,9 +361,9 @@ class TokenBatch:
         """``AsyncTokenBatch.step``, blocking."""
         return self._runtime.run(self.batch.step(actions))
 
-    def end(self, reason: str | None = None) -> None:
+    def end(self, reason: str | None = None, *, episodes: Sequence[int] | None = None) -> None:
         """``AsyncTokenBatch.end``, blocking."""
-        self._runtime.run(self.batch.end(reason))
+        self._runtime.run(self.batch.end(reason, episodes=episodes))
 
     def close(self) -> None:
         """End the open episodes, close the backends and the event loop; safe twice."""

@@ -7,7 +7,10 @@ turn); each becomes one episode of a ``TokenBatch``: all are reset at once,
 then all sample one turn in one batch and step at once, until every one has
 ended or used up ``max_completion_length``. Every session is given back
 before the call returns. An episode the environment failed is handed to the
-trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None).
+trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None), and
+so is one whose first prompt leaves the model (``vllm_max_model_length``, or
+its config's ``max_position_embeddings``) no room for a completion
+(``context_overflow``: never sampled).
 What the trainer trains on is the trajectory's own record: the sampled ids
 verbatim, the environment's ids between turns (``env_mask`` 0) and the
 sampler's logprobs.
@@ -15,6 +18,7 @@ sampler's logprobs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +27,8 @@ from ors_gym.tokens._open import EpisodeRow
 from ors_gym.trl._sample import lockstep, more_anywhere, sample, tokenizer_of
 
 __all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]
+
+logger = logging.getLogger("ors_gym")
 
 #: Keys of a dataset prompt's user turn naming its task.
 TASK_ENV, TASK_INDEX = "ors_env_id", "ors_task_index"
@@ -64,12 +70,14 @@ class TokenRollouts:
         for trajectory in trajectories:  # a reset makes new ones: these records stay as they are
             fields = trajectory.to_trl(_trained_row(trajectory))
             kind = stops.TRL.get(trajectory.stop_reason or "", "stop")
-            if kind == "failed" or (kind == "truncated" and masked):
-                # the environment failed (or TRL masks cut completions): no token is trained on
+            # the environment failed, or the first prompt did not fit: nothing to grade
+            ungraded = kind == "failed" or trajectory.stop_reason == stops.CONTEXT_OVERFLOW
+            if ungraded or (kind == "truncated" and masked):
+                # no token is trained on (TRL masks cut completions when asked)
                 fields["env_mask"] = [0] * len(fields["env_mask"])
             for key in ("prompt_ids", "completion_ids", "logprobs", "env_mask"):
                 out[key].append(fields[key])
-            out[RETURN_FIELD].append(None if kind == "failed" else trajectory.reward)
+            out[RETURN_FIELD].append(None if ungraded else trajectory.reward)
             out[TRAJECTORY_FIELD].append(trajectory)
         return out
 
@@ -115,13 +123,36 @@ def _masks_truncated(trainer: Any) -> bool:
     return bool(getattr(trainer.args, "mask_truncated_completions", False))
 
 
+def _context_length(trainer: Any) -> int | None:
+    """The longest sequence the trainer's model takes, where the trainer says: vLLM's
+    ``vllm_max_model_length``, else the model config's ``max_position_embeddings``."""
+    if getattr(trainer, "use_vllm", False):
+        given = getattr(trainer.args, "vllm_max_model_length", None)
+        if isinstance(given, int) and given > 0:
+            return given
+    config = getattr(getattr(trainer, "model", None), "config", None)
+    found = getattr(config, "max_position_embeddings", None)
+    return found if isinstance(found, int) and found > 0 else None
+
+
 def _run(batch: Any, rows: list[EpisodeRow], trainer: Any, limit: int) -> list[Any]:
     """Reset every episode at once, then sample one turn for all running ones and step
-    them at once, until none runs; every session is given back before returning."""
+    them at once, until none runs; every session is given back before returning. An
+    episode whose first prompt leaves the model no room for one sampled id ends at once
+    with ``context_overflow`` (never sampled)."""
     try:
         first, _ = batch.reset(rows)
         ids = [list(p) for p in first]
         trajectories = batch.trajectories
+        longest = _context_length(trainer)
+        if longest is not None:
+            over = [i for i in batch.running if len(ids[i]) >= longest]
+            if over:
+                logger.warning(
+                    "%d of %d episodes' first prompts (%s tokens) leave no room under the "
+                    "model's %d: they end with context_overflow and are not trained on",
+                    len(over), len(rows), sorted({len(ids[i]) for i in over}), longest)
+                batch.end(stops.CONTEXT_OVERFLOW, episodes=over)
         running = batch.running
         together = lockstep(trainer)
         while True:

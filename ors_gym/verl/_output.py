@@ -8,8 +8,10 @@ message), the ``turn_scores``/``tool_rewards`` extra fields veRL's loops
 always carry, and a response held to ``rollout.response_length``. The
 episode's ``stop_reason`` (:mod:`ors_gym.tokens.stops`) is an extra field, with
 ``finish_reason`` in veRL's words; an episode the environment failed
-(``env_error``, ``timeout``) has its ``response_mask`` zeroed, so it is not
-trained on.
+(``env_error``, ``timeout``) or whose first prompt did not fit
+(``context_overflow``) has its ``response_mask`` zeroed, so it is not trained
+on (and the overflowing prompt is cut to ``rollout.prompt_length`` from the
+left, as veRL cuts its own, with reward 0).
 """
 
 from __future__ import annotations
@@ -40,13 +42,15 @@ def agent_loop_output(
     trajectory: Trajectory,
     *,
     response_length: int | None = None,
+    prompt_length: int | None = None,
     metrics: Mapping[str, Any] | None = None,
 ) -> Any:
     """veRL's ``AgentLoopOutput`` for ``trajectory`` (its last token row).
 
     ``response_length``: veRL's ``rollout.response_length``, which the response
-    may not exceed (its padding assumes it). ``metrics``: the loop's timings
-    (``generate_sequences``, ``tool_calls``...).
+    may not exceed (its padding assumes it); ``prompt_length``: its
+    ``rollout.prompt_length``, to which an overflowing prompt is cut. ``metrics``:
+    the loop's timings (``generate_sequences``, ``tool_calls``...).
     """
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 
@@ -63,8 +67,13 @@ def agent_loop_output(
     fields["response_mask"] = fields["response_mask"][cut]
     if fields["response_logprobs"] is not None:
         fields["response_logprobs"] = fields["response_logprobs"][cut]
-    if trajectory.failed:  # the environment failed: nothing here to train on
+    overflow = trajectory.stop_reason == stops.CONTEXT_OVERFLOW
+    if trajectory.failed or overflow:  # nothing here to train on
         fields["response_mask"] = [0] * len(fields["response_mask"])
+    if overflow:
+        fields["reward_score"] = 0.0
+        if prompt_length is not None:
+            fields["prompt_ids"] = fields["prompt_ids"][-prompt_length:]
     fields["num_turns"] = num_turns(trajectory.messages)
     reason = trajectory.stop_reason
     fields["extra_fields"] = {

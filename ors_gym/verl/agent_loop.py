@@ -20,7 +20,7 @@ from typing import Any
 from uuid import uuid4
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_backends
+from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_backends, stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.verl._output import agent_loop_output
 
@@ -41,8 +41,9 @@ class OrsAgentLoop(AgentLoopBase):
     """veRL agent loop ``ors``: one ORS episode per sample, as token ids.
 
     The episode's tokens are capped at ``rollout.response_length`` (the env
-    truncates with ``stop_reason="max_tokens"``) and the first prompt must fit
-    ``rollout.prompt_length``. ``data.apply_chat_template_kwargs`` reach the
+    truncates with ``stop_reason="max_tokens"``); a sample whose first prompt
+    is over ``rollout.prompt_length`` ends at once with ``context_overflow``
+    (masked, reward 0; the others go on). ``data.apply_chat_template_kwargs`` reach the
     chat template. veRL's own ``tools`` (its tool config) are not used: the ORS
     environment brings its tools.
     """
@@ -68,12 +69,14 @@ class OrsAgentLoop(AgentLoopBase):
         request_id = f"det-{int(priority)}" if full_determinism else uuid4().hex
         try:
             (ids,), _ = await batch.reset([row])
-            if len(ids) > self.prompt_length:
-                raise ValueError(
-                    f"the task's prompt of {row.env_id} is {len(ids)} tokens, over "
-                    f"rollout.prompt_length={self.prompt_length}: raise prompt_length"
-                )
             (trajectory,) = batch.trajectories
+            if not trajectory.done and len(ids) > self.prompt_length:
+                # this sample only: ended (its session given back), masked, reward 0
+                logger.warning(
+                    "the task's prompt of %s (%s) is %d tokens, over rollout.prompt_length="
+                    "%d: the sample ends with context_overflow and is not trained on; raise "
+                    "prompt_length", row.env_id, row.options, len(ids), self.prompt_length)
+                await batch.end(stops.CONTEXT_OVERFLOW)
             while not trajectory.done:
                 left = self.response_length - len(trajectory.completion_ids)
                 params = {**sampling_params, "max_tokens": max(1, left)}
@@ -98,7 +101,7 @@ class OrsAgentLoop(AgentLoopBase):
                 row.env_id, len(trajectory.rows), len(trajectory.rows),
             )
         return agent_loop_output(trajectory, response_length=self.response_length,
-                                 metrics=metrics)
+                                 prompt_length=self.prompt_length, metrics=metrics)
 
 
 #: One bridge per tokenizer and template arguments, shared by the worker's samples.

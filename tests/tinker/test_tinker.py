@@ -39,6 +39,7 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 import ors_gym
 from ors_gym.actions import parse_action
 from ors_gym.tinker import OrsDatasetBuilder, OrsEnvGroupBuilder, OrsTinkerEnv
+from ors_gym.tokens import shared_backends
 
 TOKENIZER = "ors-gym-tests/tiny-qwen3"
 COUNTER, JUDGED = "ors/Counter-v0", "ors/Judged-v0"
@@ -155,7 +156,7 @@ def test_counter_group_through_tinker_rollout(tok: Any, model: Any) -> None:
     builder = pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt="episode 1")))
     group = asyncio.run(do_group_rollout(builder, completer))
 
-    assert builder.backend is None  # cleanup closed it
+    assert builder.backend is not None and builder.backend.open_sessions == frozenset()
     by_length = sorted(group.trajectories_G, key=lambda t: len(t.transitions))
     short, long = by_length
     assert [len(short.transitions), len(long.transitions)] == [1, 2]
@@ -219,6 +220,64 @@ def test_sessions_are_given_back_when_each_episode_ends(tok: Any, model: Any) ->
             await builder.cleanup()
 
     asyncio.run(run())
+
+
+def test_a_lost_session_ends_its_episode_with_env_error(tok: Any, model: Any) -> None:
+    """A session lost between two turns (deleted behind the episode's back) ends that
+    episode with tinker's ``stop/env_error``, not an exception failing the whole group."""
+    index, _ = _counter_task(2, 5)
+
+    def script(prompt: str, turn: int, episode: int) -> str | None:
+        return tool_call_text("increment", {"amount": 1})
+
+    class Losing(TokenCompleter):
+        """Samples, then deletes the first episode's session before its step."""
+
+        def __init__(self, env: OrsTinkerEnv) -> None:
+            self.inner, self.env = TinyCompleter(model, tok, script), env
+
+        async def __call__(self, model_input: tinker.ModelInput, stop: StopCondition, *,
+                           max_tokens: int | None = None) -> TokensWithLogprobs:
+            out = await self.inner(model_input, stop, max_tokens=max_tokens)
+            ors = self.env.message_env.env
+            if ors.session_id is not None:
+                await ors.backend.delete_session(ors.session_id)
+            return out
+
+    async def run() -> Any:
+        builder = _group(COUNTER, index, 2, system_prompt="episode 1")
+        envs = await builder.make_envs()
+        try:
+            first = envs[0]
+            assert isinstance(first, OrsTinkerEnv)
+            lost = await do_single_rollout(Losing(first), first)
+            done = TinyCompleter(model, tok, lambda *_: tool_call_text("done", {}))
+            kept = await do_single_rollout(done, envs[1])
+        finally:
+            await builder.cleanup()
+        return lost, kept
+
+    lost, kept = asyncio.run(run())
+    assert lost.stop_reason == "env_error" and len(lost.transitions) == 1
+    assert lost.transitions[-1].metrics["stop/env_error"] == 1.0
+    assert kept.stop_reason == "tool_stopped"  # the group's other episode went on
+
+
+def test_groups_share_one_backend_per_environment_on_a_loop(tok: Any, model: Any) -> None:
+    """Groups (pickled, as tinker-cookbook may send them) of one environment open their
+    episodes over one backend of the event loop's: one discovery, one pool, not one a group."""
+    index, _ = _counter_task(1, 5)
+    completer = TinyCompleter(model, tok, lambda *_: tool_call_text("done", {}))
+
+    async def run() -> tuple[Any, Any, int]:
+        groups = [pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt=f"g{k}")))
+                  for k in range(2)]
+        await asyncio.gather(*(do_group_rollout(g, completer) for g in groups))
+        return groups[0].backend, groups[1].backend, shared_backends().made
+
+    first, second, made = asyncio.run(run())
+    assert first is second and made == 1
+    assert first.open_sessions == frozenset()
 
 
 def test_score_group_gives_the_group_rewards(tok: Any, model: Any) -> None:

@@ -214,3 +214,83 @@ def test_the_async_batch_shares_backends_it_is_given(tok: Any, where: dict[str, 
         return list(got), made
 
     assert asyncio.run(run()) == ([1.0, 1.0], 1)
+
+
+class Brittle:
+    """A bridge (the tokenizer's template) that raises for one task's prompt and another's
+    next turn: a bridge or template failing inside one episode of the batch."""
+
+    def __init__(self, tok: Any, *, at_prompt: str, at_extend: str) -> None:
+        from ors_gym.tokens import TemplateBridge
+
+        self.inner, self.tok = TemplateBridge(tok), tok
+        self.at_prompt, self.at_extend = at_prompt, at_extend
+        self.name, self.multimodal, self.family = "brittle", False, self.inner.family
+
+    def prompt(self, messages: Any, tools: Any) -> list[int]:
+        if any(self.at_prompt in str(m.get("content")) for m in messages):
+            raise KeyError("the template has no such field")
+        return self.inner.prompt(messages, tools)
+
+    def extend(self, previous: Any, completion: Any, new_messages: Any, tools: Any,
+               turn: Any = None) -> list[int] | None:
+        if self.at_extend in self.tok.decode(previous):
+            raise RuntimeError("the bridge broke")
+        return self.inner.extend(previous, completion, new_messages, tools, turn)
+
+    def close(self, completion: list[int]) -> list[int]:
+        return self.inner.close(completion)
+
+    def parse(self, prompt: list[int], completion: list[int], tools: Any) -> Any:
+        return self.inner.parse(prompt, completion, tools)
+
+
+def test_an_exception_in_one_episode_ends_that_episode_only(
+    tok: Any, where: dict[str, Any], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bridge raising in one episode's reset and in another's step: each of those ends
+    with env_error naming the exception, gives its session back at once, is logged once at
+    WARNING with its traceback; the third episode goes on to its reward."""
+    before = Rendezvous.live
+    bridge = Brittle(tok, at_prompt="(task 2)", at_extend="(task 1)")
+    with TokenBatch(tok, renderer=bridge) as batch:
+        with caplog.at_level("WARNING", logger="ors_gym"):
+            _, infos = batch.reset(rows(where, [0, 1, 2]))
+            assert batch.running == [0, 1] and Rendezvous.live - before == 2
+            assert batch.trajectories[2].stop_reason == stops.ENV_ERROR
+            assert infos[2]["error"] == "KeyError: 'the template has no such field'"
+            stay = calling(tok, "stay")
+            obs, rewards, terms, truncs, step_infos = batch.step([stay, stay, None])
+        failed = batch.trajectories[1]
+        assert failed.stop_reason == stops.ENV_ERROR and failed.failed
+        assert step_infos[1]["error"] == "RuntimeError: the bridge broke"
+        assert truncs[1] and not terms[1] and rewards[1] == 0.0
+        assert failed.completion_ids == stay and failed.rewards == [0.0]  # the turn once
+        assert obs[1] == failed.ids and len(failed.messages) == 2
+        assert batch.running == [0] and Rendezvous.live - before == 1
+        warned = [r for r in caplog.records if r.levelname == "WARNING"]
+        assert [r.exc_info[1] for r in warned if r.exc_info] == [
+            r.exc_info[1] for r in warned]  # each with its traceback
+        assert sorted(type(r.exc_info[1]).__name__ for r in warned if r.exc_info) == [
+            "KeyError", "RuntimeError"]
+        _, rewards, terms, *_ = batch.step([calling(tok, "meet"), None, None])
+        assert rewards[0] == 1.0 and terms[0] and batch.running == []
+    assert Rendezvous.live == before
+
+
+def test_shared_backends_close_when_their_loop_ends(tok: Any, where: dict[str, Any]) -> None:
+    """An episode left open on the loop's shared backends is deleted when asyncio.run ends
+    the loop (its async generators finalized), and the backends are emptied."""
+    from ors_gym.tokens import shared_backends
+
+    before = Rendezvous.live
+
+    async def run() -> Any:
+        backends = shared_backends()
+        batch = AsyncTokenBatch(tok, backends=backends)
+        await batch.reset(rows(where, [0]))  # never ended nor closed
+        assert Rendezvous.live - before == 1 and backends.made == 1
+        return backends
+
+    backends = asyncio.run(run())
+    assert Rendezvous.live == before and repr(backends) == "Backends([])"

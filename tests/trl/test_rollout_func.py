@@ -193,6 +193,53 @@ def test_one_calls_episodes_overlap_and_give_their_sessions_back(where: str) -> 
         spec.rollout_func.close()  # type: ignore[attr-defined]
 
 
+def test_a_first_prompt_over_the_models_length_ends_that_episode_only() -> None:
+    """Counter's first prompt is longer than QA's: with vLLM's max model length between
+    them, the Counter episode ends with context_overflow (never sampled, env_mask 0, no
+    return) and the QA episode of the same call is sampled and graded."""
+    from types import SimpleNamespace
+
+    from _tiny_lm import encode, tiny_tokenizer
+
+    from ors_gym.tokens import TokenEnv
+
+    tok = tiny_tokenizer()
+    lengths = []
+    for env_id in (COUNTER, QA):
+        env = TokenEnv(gym.make(env_id), tok)
+        lengths.append(len(env.reset(options={"index": 0})[0]))
+        env.close()
+    assert lengths[1] < lengths[0]
+    paris = [*encode(tok, ANSWERS[0]), tok.eos_token_id]
+    asked: list[list[int]] = []
+
+    class Generation:
+        max_completion_length = 64
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            asked.extend(prompts)
+            return prompts, [paris for _ in prompts], [[[-0.5]] * len(paris)
+                                                       for _ in prompts], None
+
+    trainer = SimpleNamespace(
+        use_vllm=True, vllm_generation=Generation(), processing_class=tok,
+        accelerator=SimpleNamespace(num_processes=1),
+        args=SimpleNamespace(max_completion_length=64, chat_template_kwargs=None,
+                             vllm_max_model_length=sum(lengths) // 2))
+    spec = OrsSpec([COUNTER, QA])
+    prompts = [[{"role": "user", "content": "", "ors_env_id": e, "ors_task_index": 0}]
+               for e in (COUNTER, QA)]
+    try:
+        out = spec.rollout_func(prompts, trainer)
+    finally:
+        spec.rollout_func.close()  # type: ignore[attr-defined]
+    assert [t.stop_reason for t in out["ors_trajectory"]] == ["context_overflow", "completed"]
+    assert out["ors_return"] == [None, 1.0]
+    assert out["completion_ids"][0] == [] and out["env_mask"][1][: len(paris)] == [1] * len(paris)
+    assert [len(p) for p in asked] == [lengths[1]]  # only QA's prompt reached the sampler
+
+
 # -- a real GRPOTrainer run ---------------------------------------------------------------------
 
 

@@ -109,7 +109,7 @@ def model(model_dir: Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(model_dir).eval()
 
 
-def verl_config(model_dir: Path, *overrides: str) -> Any:
+def verl_config(model_dir: Path, *overrides: str, prompt_length: int = PROMPT_LEN) -> Any:
     """veRL's own trainer config (its ``ppo_trainer.yaml``), pointed at the tiny model."""
     import verl
     from hydra import compose, initialize_config_dir
@@ -118,7 +118,7 @@ def verl_config(model_dir: Path, *overrides: str) -> Any:
     with initialize_config_dir(config_dir=config_dir, version_base=None):
         return compose("ppo_trainer", overrides=[
             f"actor_rollout_ref.model.path={model_dir}",
-            f"actor_rollout_ref.rollout.prompt_length={PROMPT_LEN}",
+            f"actor_rollout_ref.rollout.prompt_length={prompt_length}",
             f"actor_rollout_ref.rollout.response_length={RESPONSE_LEN}",
             "actor_rollout_ref.rollout.name=vllm",  # which server; none is started here
             "actor_rollout_ref.rollout.calculate_log_probs=true",
@@ -306,6 +306,46 @@ def test_num_turns_counts_as_verls_tool_loop_does() -> None:
     chat = [{"role": "system"}, {"role": "user"}, {"role": "assistant"}, {"role": "tool"},
             {"role": "tool"}, {"role": "assistant"}, {"role": "assistant"}]
     assert num_turns(chat) == 5
+
+
+def test_a_prompt_over_prompt_length_ends_its_sample_only(
+    model_dir: Path, model: Any, tok: Any,
+) -> None:
+    """Counter's first prompt is longer than QA's: with a prompt_length between them,
+    the Counter sample ends with context_overflow (never sampled, masked, reward 0, its
+    prompt cut to veRL's width) while the QA sample in the same batch runs to its grade."""
+    counter = TokenEnv(gym.make(COUNTER), tok)
+    qa = TokenEnv(gym.make(QA), tok)
+    try:
+        long = len(counter.reset(options={"index": 0})[0])
+        short = len(qa.reset(options={"index": 0})[0])
+    finally:
+        counter.close()
+        qa.close()
+    assert short < long
+    width = (short + long) // 2
+    server = TinyServer(model, tok, {"capital of France": [sampled(tok, answer_text("Paris"))]})
+    config = verl_config(model_dir, prompt_length=width)
+    worker = AgentLoopWorker(config, llm_client=server)
+    dataset_rows = [rows(COUNTER, num_tasks=1)[0], rows(QA, num_tasks=1)[0]]
+
+    async def run() -> DataProto:
+        from ors_gym.tokens import shared_backends
+
+        try:
+            return await worker.generate_sequences(batch_of(dataset_rows, config, tok,
+                                                            model_dir))
+        finally:
+            await shared_backends().aclose()
+
+    out = asyncio.run(run())
+    batch = out.batch
+    assert batch["prompts"].shape == (2, width)
+    assert list(out.non_tensor_batch["stop_reason"]) == ["context_overflow", "completed"]
+    assert list(out.non_tensor_batch["finish_reason"]) == ["length", "completed"]
+    assert batch["response_mask"][0].sum() == 0 and batch["response_mask"][1].sum() > 0
+    assert batch["rm_scores"].sum(dim=1).tolist() == [0.0, 1.0]
+    assert len(server.calls) == 1  # the overflowing sample was never sampled
 
 
 def test_a_row_without_env_id_is_refused_with_the_fix(model_dir: Path, model: Any,
