@@ -13,10 +13,9 @@ imported on first attribute access (``ors_gym.envs.GridWorld``), and
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from ors_gym.backends.local._sdk import quiet_sdk_logging
+from ors_gym.backends.local._sdk import lazy_class
 
 if TYPE_CHECKING:
     from ors_gym.envs.counter import Counter
@@ -65,14 +64,7 @@ def resolve_bundled(name: str) -> str | None:
 
 def __getattr__(name: str) -> Any:
     """Import a bundled environment class on first access (PEP 562)."""
-    spec = BUNDLED.get(name)
-    if spec is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module_name, _, attr = spec.partition(":")
-    quiet_sdk_logging()  # before the class's module imports the SDK, which reads it then
-    cls = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = cls
-    return cls
+    return lazy_class(BUNDLED, globals(), __name__, name)
 
 
 def __dir__() -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -78,6 +78,20 @@ def load_environment_classes(specs: Sequence[str | type]) -> list[type]:
             )
         classes.append(cls)
     return classes
+
+def lazy_class(specs: Mapping[str, str], namespace: dict[str, Any], module: str,
+               name: str) -> Any:
+    """The class ``specs`` names ``name`` (``module:Class``), imported on first access and
+    kept in ``namespace``: a package's PEP 562 ``__getattr__`` (the bundled environments)."""
+    spec = specs.get(name)
+    if spec is None:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    module_name, _, attr = spec.partition(":")
+    quiet_sdk_logging()  # before the class's module imports the SDK, which reads it then
+    cls = getattr(importlib.import_module(module_name), attr)
+    namespace[name] = cls
+    return cls
+
 
 #: The SDK's names this package uses, once loaded (``load_sdk``).
 sdk: Any = None

@@ -12,10 +12,9 @@ access, as in :mod:`ors_gym.envs`.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from ors_gym.backends.local._sdk import quiet_sdk_logging
+from ors_gym.backends.local._sdk import lazy_class
 
 if TYPE_CHECKING:
     from ors_gym.envs.testing.echo import Echo
@@ -48,14 +47,7 @@ def register_test_envs() -> list[str]:
 
 def __getattr__(name: str) -> Any:
     """Import a test environment class on first access (PEP 562)."""
-    spec = TEST_ENVS.get(name)
-    if spec is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module_name, _, attr = spec.partition(":")
-    quiet_sdk_logging()  # before the class's module imports the SDK, which reads it then
-    cls = getattr(importlib.import_module(module_name), attr)
-    globals()[name] = cls
-    return cls
+    return lazy_class(TEST_ENVS, globals(), __name__, name)
 
 
 def __dir__() -> list[str]:
