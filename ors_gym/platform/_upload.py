@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import json
 import logging
 import threading
@@ -48,6 +49,27 @@ class _Flush:
 
 
 _STOP = object()
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call at once, in the caller's thread.
+
+    The upload loop's default executor: asyncio resolves a host name
+    (``getaddrinfo``) in it, and at interpreter exit, when ``close()`` may open
+    the first connection, a thread pool refuses new work. The loop has a thread
+    of its own, so a blocking call there holds back no step.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the awaiting coroutine, as a pool would
+            future.set_exception(exc)
+        return future
 
 
 class RolloutUploader:
@@ -84,6 +106,7 @@ class RolloutUploader:
         self.location = self._client.location
         self.sent = 0  # events the platform accepted
         self.failed = 0  # events given up on
+        self._unsent = 0  # rollouts submitted and neither sent nor given up on yet
         self._ids: dict[tuple[str, str | None], tuple[str | None, str | None]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -108,6 +131,8 @@ class RolloutUploader:
         if self._closed:
             raise RuntimeError(f"{self!r} is closed; make a new one to upload more")
         rollout_id = str(uuid.uuid4())
+        with self._lock:
+            self._unsent += 1
         self._put(_Episode(record, rollout_id, environment, variant, rollout_name, metadata))
         return rollout_id
 
@@ -132,11 +157,13 @@ class RolloutUploader:
         if thread is None:
             return
         self._put(_STOP)
-        thread.join(self.shutdown_timeout if timeout is None else timeout)
+        wait = self.shutdown_timeout if timeout is None else timeout
+        thread.join(wait)
         if thread.is_alive():
             logger.warning("rollout upload to %s: gave up waiting for the last batches after "
-                           "%s s; some rollouts of run %r may be missing", self.location,
-                           self.shutdown_timeout if timeout is None else timeout, self.run_name)
+                           "%s s: %d rollouts of run %r not sent (%d events sent, %d given up "
+                           "on)", self.location, wait, self._unsent, self.run_name, self.sent,
+                           self.failed)
 
     def __enter__(self) -> RolloutUploader:
         return self
@@ -159,6 +186,7 @@ class RolloutUploader:
     # -- the thread's side -------------------------------------------------------------------
     def _main(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
+        loop.set_default_executor(_InlineExecutor())
         self._loop, self._queue = loop, asyncio.Queue()
         ready.set()
         try:
@@ -169,6 +197,7 @@ class RolloutUploader:
     async def _work(self, queue: asyncio.Queue[Any]) -> None:
         batch: list[bytes] = []
         size = 0
+        ends = 0  # rollouts whose last event is in ``batch``
         oldest: float | None = None
         try:
             while True:
@@ -178,26 +207,37 @@ class RolloutUploader:
                 except TimeoutError:
                     item = None  # the oldest event is due
                 if isinstance(item, _Episode):
-                    for event in await self._events_or_none(item):
+                    events = await self._events_or_none(item)
+                    if not events:
+                        self._settle(1)
+                    for event in events:
                         raw = json.dumps(event, ensure_ascii=False).encode()
                         if batch and (len(batch) >= self.max_batch_events
                                       or size + len(raw) > self.max_batch_bytes):
                             await self._send(batch)
-                            batch, size = [], 0
+                            self._settle(ends)
+                            batch, size, ends = [], 0, 0
                         batch.append(raw)
                         size += len(raw)
                         oldest = oldest or time.monotonic()
+                    ends += bool(events)
                     if len(batch) < self.max_batch_events and size < self.max_batch_bytes:
                         continue
                 if batch:
                     await self._send(batch)
-                    batch, size, oldest = [], 0, None
+                    self._settle(ends)
+                    batch, size, ends, oldest = [], 0, 0, None
                 if isinstance(item, _Flush):
                     item.done.set()
                 elif item is _STOP:
                     return
         finally:
             await self._client.aclose()
+
+    def _settle(self, rollouts: int) -> None:
+        """``rollouts`` were sent or given up on."""
+        with self._lock:
+            self._unsent -= rollouts
 
     async def _events_or_none(self, episode: _Episode) -> list[dict[str, Any]]:
         """The episode's events; none (and a WARNING) for a record that cannot be read."""

@@ -158,6 +158,51 @@ def test_nothing_is_lost_at_exit(platform: Platform, tmp_path: Path) -> None:
     assert len(events) == 4 * (1 + 6 + 1)
 
 
+def test_nothing_is_lost_at_exit_when_its_first_connection_opens_then(
+    platform: Platform, platform_app: tuple[Platform, str], tmp_path: Path
+) -> None:
+    # A host name (resolved by getaddrinfo, which asyncio sends to an executor) and no
+    # connection before exit: the uploader connects while the interpreter shuts down.
+    url = platform_app[1].replace("127.0.0.1", "localhost")
+    script = textwrap.dedent(f"""
+        from ors_gym.env import OrsEnv
+        from ors_gym.platform import RolloutUploader
+        from ors_gym.wrappers import RecordTrajectories
+        from tests.platform.test_rollout_upload import _episode
+
+        uploader = RolloutUploader("run-exit", base_url={url!r}, max_age=3600)
+        env = RecordTrajectories(OrsEnv(env_class={ECHO!r}), {str(tmp_path / 't.jsonl')!r},
+                                 upload=uploader)
+        for index in range(2):
+            _episode(env, index)
+        print("episodes done", uploader.sent)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "episodes done 0" in done.stdout
+    assert "WARNING" not in done.stderr, done.stderr
+    events = platform.received_events()
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 1]
+    assert len(events) == 2 * (1 + 6 + 1)
+
+
+def test_close_that_gives_up_waiting_says_how_many_rollouts_were_not_sent(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    platform.hold = threading.Event()  # the platform answers no upload until set
+    uploader = RolloutUploader("run-held", max_age=0.0)
+    uploader.submit({"prompt": "hi", "steps": [], "index": 0})
+    uploader.submit({"prompt": "hi", "steps": [], "index": 1})
+    uploader.close(timeout=0.2)  # the held post cannot finish meanwhile
+    assert "2 rollouts of run 'run-held' not sent (0 events sent" in caplog.text
+    platform.hold.set()
+    assert uploader._thread is not None
+    uploader._thread.join(30)
+    assert uploader.sent == 2 * 3  # late, but sent once the platform answered
+
+
 def test_eval_uploads_scored_episodes(
     platform: Platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
