@@ -174,9 +174,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"report: {summary['report']}")
     if uploader is not None:
         uploader.close()
+        lost = ", ".join([f"{uploader.failed} not sent"] * bool(uploader.failed)
+                         + [f"{uploader.dropped} rollouts dropped"] * bool(uploader.dropped))
         print(f"uploaded: {uploader.sent} rollout events of run {args.upload!r} to "
-              f"{uploader.location}" + (f" ({uploader.failed} not sent)" if uploader.failed
-                                        else ""))
+              f"{uploader.location}" + (f" ({lost})" if lost else ""))
     failed, episodes = summary["failed_episodes"], summary["episodes"]
     allowed = episodes - 1 if args.max_errors is None else args.max_errors
     if failed > allowed:

@@ -203,6 +203,53 @@ def test_close_that_gives_up_waiting_says_how_many_rollouts_were_not_sent(
     assert uploader.sent == 2 * 3  # late, but sent once the platform answered
 
 
+def test_a_value_json_cannot_carry_costs_only_its_rollout(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+
+    with RolloutUploader("run-np") as uploader:
+        uploader.submit({"prompt": "hi", "steps": [], "index": 0},
+                        metadata={"temperature": np.float32(0.5)})
+        uploader.submit({"prompt": "hi", "steps": [], "index": 1},
+                        metadata={"sampler": object()})
+        uploader.submit({"prompt": "hi", "steps": [], "index": 2})
+        assert uploader.flush(30)
+    assert "3 events of a rollout of run 'run-np' not sent" in caplog.text
+    assert uploader.failed == 3 and uploader.sent == 6
+    events = platform.received_events()
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 2]
+    assert events[0]["metadata"] == {"temperature": 0.5}
+
+
+class _Poison(dict):  # type: ignore[type-arg]
+    """A record whose reading ends the thread that reads it."""
+
+    def get(self, *args: Any) -> Any:
+        raise SystemExit
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_step_does_not_raise_once_the_upload_thread_has_ended(
+    platform: Platform, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uploader = RolloutUploader("run-dead", max_age=0.0)
+    uploader.submit(_Poison())
+    assert uploader._thread is not None
+    uploader._thread.join(30)
+    assert not uploader._thread.is_alive()
+    with RecordTrajectories(OrsEnv(env_class=ECHO), tmp_path / "t.jsonl",
+                            upload=uploader) as env:
+        _episode(env)  # its last step hands the episode to the ended thread
+    assert uploader.flush(30)
+    assert uploader.dropped == 1
+    assert "the upload thread has ended; a rollout of run 'run-dead' is not sent" in caplog.text
+    uploader.close()
+    assert "2 rollouts of run 'run-dead' not sent" in caplog.text
+    assert platform.received_events() == []
+
+
 def test_eval_uploads_scored_episodes(
     platform: Platform, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
