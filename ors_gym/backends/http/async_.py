@@ -100,12 +100,14 @@ class AsyncHttpBackend(AsyncFace):
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
+        self._releases: set[asyncio.Future[None]] = set()  # ids given back (see _release)
 
     def __getstate__(self) -> dict[str, Any]:
         # A transport is this process's (its options pickle without it): a copy elsewhere
         # makes its own pool.
         state = self.__dict__.copy()
-        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls"):
+        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls",
+                    "_releases"):
             state.pop(key, None)
         return state
 
@@ -267,8 +269,18 @@ class AsyncHttpBackend(AsyncFace):
     # -- sessions -------------------------------------------------------------------
 
     async def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> str:
-        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``)."""
-        sid = await self._run(self._ops.create_session(env_name, **kwargs))
+        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``).
+
+        A hosted session's id, once issued, is given back when ``/create`` fails or
+        the call is cancelled (see ``_release``): no id is left with the gateway.
+        """
+        sid = await self._run(self._ops.session_id(env_name, **kwargs))
+        try:
+            await self._run(self._ops.create(env_name, sid, **kwargs))
+        except BaseException:
+            if self.settings.hosted:
+                await self._release(sid)
+            raise
         self._open.add(sid)
         self._start_keepalive()
         return sid
@@ -325,10 +337,26 @@ class AsyncHttpBackend(AsyncFace):
             await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
         if self._ops.discovery_sid is not None and connected:
             await self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
+        loop = asyncio.get_running_loop()
+        releases = [r for r in self._releases if r.get_loop() is loop]
+        if releases:
+            await asyncio.gather(*releases, return_exceptions=True)
         own, self._own = self._own, None
         if own is not None and self._own_loop is asyncio.get_running_loop():
             await own.aclose()
         self._own_loop = None
+
+    async def _release(self, sid: str) -> None:
+        """Give back a session id ``/create`` never used (never raises but a cancellation).
+
+        The release is a task of its own, so it runs on when the caller is cancelled
+        (again) while waiting for it; ``aclose`` waits for the ones still running.
+        """
+        release = asyncio.ensure_future(
+            self._run(self._ops.release(sid, timeout=BACKGROUND_TIMEOUT_S)))
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+        await asyncio.shield(release)
 
     async def _delete_quietly(self, sid: str) -> None:
         try:
