@@ -27,6 +27,7 @@ from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
+    CLOSE_TIMEOUT_S,
     SSE_HEADERS,
     failure_of,
     fetch_timeouts,
@@ -331,20 +332,33 @@ class AsyncHttpBackend(AsyncFace):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        sids, self._open = list(self._open), set()
-        connected = self._own is not None or self._shared is not None
-        if sids and connected:
-            await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
-        if self._ops.discovery_sid is not None and connected:
-            await self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
-        loop = asyncio.get_running_loop()
-        releases = [r for r in self._releases if r.get_loop() is loop]
-        if releases:
-            await asyncio.gather(*releases, return_exceptions=True)
+        await self._give_back()
         own, self._own = self._own, None
         if own is not None and self._own_loop is asyncio.get_running_loop():
             await own.aclose()
         self._own_loop = None
+
+    async def _give_back(self) -> None:
+        """Delete the open sessions and give back every id, concurrently, within
+        ``CLOSE_TIMEOUT_S`` in all; a WARNING says how many were left."""
+        sids, self._open = list(self._open), set()
+        loop = asyncio.get_running_loop()
+        work = [r for r in self._releases if r.get_loop() is loop]
+        if self._own is not None or self._shared is not None:  # connected
+            work += [asyncio.ensure_future(self._delete_quietly(sid)) for sid in sids]
+            if self._ops.discovery_sid is not None:
+                work.append(asyncio.ensure_future(
+                    self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))))
+        if not work:
+            return
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await asyncio.gather(*work, return_exceptions=True)
+        except TimeoutError:
+            left = sum(job.cancelled() or not job.done() for job in work)
+            logger.warning("%s: close() gave up after %g s with %d of %d sessions or session "
+                           "ids not given back; the server forgets them when they expire",
+                           self.location, CLOSE_TIMEOUT_S, left, len(work))
 
     async def _release(self, sid: str) -> None:
         """Give back a session id ``/create`` never used (never raises but a cancellation).

@@ -86,3 +86,25 @@ def test_a_cancelled_create_gives_its_session_id_back(
         await backend.aclose()
 
     asyncio.run(main())
+
+
+def test_close_gives_up_within_its_bound_and_says_how_many_ids_were_left(
+    door: tuple[FaultyApp, FrontDoor, str], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from ors_gym.backends.http import async_
+
+    faulty, _, url = door
+    monkeypatch.setattr(async_, "CLOSE_TIMEOUT_S", 0.5)
+
+    async def main() -> None:
+        backend = AsyncHttpBackend(url, deployment=DEPLOYMENT, api_key=KEY)
+        for index in range(2):
+            await backend.create_session("echo", split="train", index=index)
+        faulty.add(Fault("/delete", stall=True, times=2))  # held past close()'s bound
+        await backend.aclose()
+        faulty.release()
+
+    asyncio.run(main())
+    assert "close() gave up after 0.5 s with 2 of " in caplog.text
+    assert KEY not in caplog.text
