@@ -134,6 +134,7 @@ class Exchange:
                              if setup else None)
         end = self.clock() + s.setup_timeout if setup else None
         target, hops = path, 0
+        returned = False
         try:
             while True:
                 hint: RetryHint | None = None
@@ -163,9 +164,12 @@ class Exchange:
                         (target, headers), hops = moved, hops + 1
                         continue
                     if 200 <= status < 300:
-                        return decode_json(reply.body, reply.headers.get("content-type", ""),
-                                           what=what, where=where)
+                        answer = decode_json(reply.body, reply.headers.get("content-type", ""),
+                                             what=what, where=where)
+                        returned = True
+                        return answer
                     if status in fallback:
+                        returned = True
                         return MISSING
                     failure = status_error(status, self.detail(reply.body), what=what,
                                            where=where, session=session)
@@ -179,7 +183,7 @@ class Exchange:
                              delay, failure.message)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock())
+            budget.finish(self.clock(), gave_up=not returned)
 
     # -- a server-issued session id -------------------------------------------------------
 
@@ -204,6 +208,7 @@ class Exchange:
         budget = self.budget()
         target, hops = "/create_session", 0
         content = b"{}" if not body else encode_json(dict(body), what=what)
+        returned = False
         try:
             while True:
                 hint: RetryHint | None = None
@@ -211,6 +216,7 @@ class Exchange:
                 reply = yield Stream(target, headers, content, s.timeout, sink, what, where)
                 if sink.task_id:
                     budget.through(self.clock())
+                    returned = True
                     return sink.task_id
                 if isinstance(reply, Streamed):
                     raise OrsProtocolError(
@@ -243,7 +249,7 @@ class Exchange:
                              delay)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock())
+            budget.finish(self.clock(), gave_up=not returned)
 
 
 def log_answer(method: str, path: str, status: int, elapsed: float) -> None:
