@@ -243,14 +243,18 @@ def test_the_cli_reaches_a_deployment_with_its_overrides_and_preflight(
     assert not platform.requests("/create_session")  # stopped before any session
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert main([*argv, "--env-override", "OPENAI_BASE_URL"]) == 2  # NAME alone, unset
+    assert "--env-override OPENAI_BASE_URL: the environment variable OPENAI_BASE_URL is not " \
+        "set" in capsys.readouterr().err
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://trainer.test/v1")
     platform.ids[DEPLOYMENT] = "env-9"
     assert main([*argv, "--out", str(tmp_path / "b"), "--secret", "OPENAI_API_KEY",
-                 "--env-override", "OPENAI_BASE_URL=http://trainer.test/v1",
+                 "--env-override", "OPENAI_BASE_URL", "--env-override", "MODEL=tiny=1",
                  "--upload", "cli-run"]) == 0
     out = capsys.readouterr().out
     created = _sessions_created(platform)
-    assert len(created) == 2 and all(
-        r.json() == {"env": {"OPENAI_BASE_URL": "http://trainer.test/v1"}} for r in created)
+    assert len(created) == 2 and all(r.json() == {"env": {
+        "OPENAI_BASE_URL": "http://trainer.test/v1", "MODEL": "tiny=1"}} for r in created)
     assert "OPENAI_API_KEY" in _secret_names(created[0])
     started = [e for e in platform.received_events() if e["eventType"] == "rollout"]
     assert [(e["environment"], e["variant"], e["environment_id"]) for e in started] == [

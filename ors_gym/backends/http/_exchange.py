@@ -14,7 +14,7 @@ waiting only delays the error; see ``_retry`` for the budgets, and
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ors_gym.backends.http._codec import (
@@ -91,9 +91,10 @@ class Exchange:
         return RetryBudget(self.settings, self.gate, self.clock(), max_retries=max_retries,
                            ride_out=ride_out)
 
-    def detail(self, body: bytes) -> str:
-        """What an error answer said, the API key never shown."""
-        return error_detail(body, hide=self.settings.api_key)
+    def detail(self, body: bytes, hide: Iterable[str] = ()) -> str:
+        """What an error answer said, the API key and the values in ``hide`` (a request's
+        secrets and env overrides) never shown."""
+        return error_detail(body, hide=(self.settings.api_key, *hide))
 
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsError:
         return transport_error(self.settings, what, where, failure)
@@ -129,6 +130,7 @@ class Exchange:
         """
         s = self.settings
         headers = self.headers(where.session_id, secrets, scoped)
+        secret_values = list((secrets or {}).values())
         content = None if body is None else encode_json(body, what=what)
         budget = self.budget(max_retries, min(s.setup_timeout, s.starting_ride_out)
                              if setup else None)
@@ -171,8 +173,8 @@ class Exchange:
                     if status in fallback:
                         returned = True
                         return MISSING
-                    failure = status_error(status, self.detail(reply.body), what=what,
-                                           where=where, session=session)
+                    failure = status_error(status, self.detail(reply.body, secret_values),
+                                           what=what, where=where, session=session)
                     hint = retry_hint(status, reply.headers)
                     if hint is None:
                         raise failure
@@ -208,6 +210,8 @@ class Exchange:
         budget = self.budget()
         target, hops = "/create_session", 0
         content = b"{}" if not body else encode_json(dict(body), what=what)
+        # What a refusal may echo: the secrets, and the overrides' values (``{"env": ...}``).
+        hidden = [*(secrets or {}).values(), *_strings(body)]
         returned = False
         try:
             while True:
@@ -232,7 +236,7 @@ class Exchange:
                         (target, headers), hops = moved, hops + 1
                         continue
                     failure: OrsError = status_error(
-                        reply.status, self.detail(reply.body), what=what, where=where
+                        reply.status, self.detail(reply.body, hidden), what=what, where=where
                     )
                     hint = retry_hint(reply.status, reply.headers)
                     if hint is None:
@@ -250,6 +254,17 @@ class Exchange:
                 yield Sleep(delay)
         finally:
             budget.finish(self.clock(), gave_up=not returned)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every str inside ``value`` (a JSON body)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def log_answer(method: str, path: str, status: int, elapsed: float) -> None:

@@ -4,6 +4,7 @@ the creation is cancelled: a real front door behind fault injection counts the i
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
 from collections.abc import Iterator
 
@@ -108,3 +109,28 @@ def test_close_gives_up_within_its_bound_and_says_how_many_ids_were_left(
     asyncio.run(main())
     assert "close() gave up after 0.5 s with 2 of " in caplog.text
     assert KEY not in caplog.text
+
+
+def test_a_refusal_that_echoes_its_input_shows_no_override_or_secret(
+    door: tuple[FaultyApp, FrontDoor, str],
+) -> None:
+    faulty, _, url = door
+    override = 'http://trainer.test/v1?token="tök-1234"'
+    secret = "sk-session-secret-5678"
+    echoed = json.dumps({"detail": [  # FastAPI's 422, quoting what it was sent
+        {"loc": ["body", "env", "OPENAI_BASE_URL"], "msg": "bad", "input": override},
+        {"loc": ["header", "x-secrets"], "msg": "bad", "input": secret}]})
+    faulty.add(Fault("/create_session", status=422, body=echoed.encode()))
+
+    async def main() -> str:
+        async with AsyncHttpBackend(url, deployment=DEPLOYMENT, api_key=KEY) as backend:
+            with pytest.raises(OrsError) as caught:
+                await backend.create_session(
+                    "echo", split="train", index=0, secrets={"TOKEN": secret},
+                    env_overrides={"OPENAI_BASE_URL": override})
+        return str(caught.value)
+
+    message = asyncio.run(main())
+    assert "422" in message and "OPENAI_BASE_URL" in message and "***" in message
+    for shown in (override, json.dumps(override)[1:-1], "tök-1234", "t\\u00f6k", secret):
+        assert shown not in message, message
