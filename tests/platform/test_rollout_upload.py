@@ -18,6 +18,7 @@ from ors_gym.platform import RolloutUploader
 from ors_gym.platform._events import LogEntry, log_entries
 from ors_gym.trajectories import read_trajectories
 from ors_gym.wrappers import RecordTrajectories
+from tests._fault_servers import CuttingProxy
 from tests._platform import DEPLOYMENT, KEY, Platform
 
 ECHO = "ors_gym.envs.testing.echo:Echo"
@@ -248,6 +249,19 @@ def test_a_step_does_not_raise_once_the_upload_thread_has_ended(
     uploader.close()
     assert "2 rollouts of run 'run-dead' not sent" in caplog.text
     assert platform.received_events() == []
+
+
+def test_a_post_whose_answer_was_cut_is_not_sent_again(
+    platform: Platform, platform_app: tuple[Platform, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with CuttingProxy(platform_app[1], cut_response_after=b"HTTP/1.1 200") as proxy:
+        # The platform took the batch; its answer is cut after the headers.
+        with RolloutUploader("run-cut", base_url=proxy.url, backoff=0.01) as uploader:
+            uploader.submit({"prompt": "hi", "steps": [], "index": 0})
+            assert uploader.flush(30)
+        assert proxy.cuts_done == 1 and proxy.count(b"POST /v1/rollouts") == 1
+    assert len(platform.received_events()) == 3  # logged once
+    assert uploader.failed == 3 and "may have received it" in caplog.text
 
 
 def test_eval_uploads_scored_episodes(

@@ -27,7 +27,13 @@ from ors_gym.backends.http._codec import (
 from ors_gym.backends.http._failures import TotalTime, timeout_error, transport_error
 from ors_gym.backends.http._ratelimit import gate_for
 from ors_gym.backends.http._redirects import Redirects
-from ors_gym.backends.http._retry import RetryBudget, RetryHint, retry_delay, retry_hint
+from ors_gym.backends.http._retry import (
+    RetryBudget,
+    RetryHint,
+    add_note,
+    retry_delay,
+    retry_hint,
+)
 from ors_gym.backends.http._settings import Settings, Where, origin
 from ors_gym.backends.http._sse import StreamAssembler
 from ors_gym.backends.http._steps import (
@@ -116,13 +122,16 @@ class Exchange:
         timeout: float | None = None,
         setup: bool = False,
         scoped: Mapping[str, tuple[str, list[str]]] | None = None,
+        idempotent: bool = True,
     ) -> Op[Any]:
         """One JSON request with retries; returns the decoded answer.
 
         Answers with a status in ``fallback`` return ``MISSING`` instead of raising.
-        Every request used here is idempotent (``/create`` carries its session id),
-        so a dropped connection is retried; a timeout is not (the server is slow,
-        and asking again would not help), nor a refused connection. A ``setup``
+        Every ORS request is idempotent (``/create`` carries its session id), so a
+        dropped connection is retried; a request that is not (``idempotent=False``)
+        is sent again only when the server cannot have read it (a stale kept-alive
+        connection, a connect that failed). A timeout is not retried (the server is
+        slow, and asking again would not help), nor a refused connection. A ``setup``
         request (``/create``, ``/prompt``, ``/messages``: the environment's own
         code runs meanwhile) waits for ``setup_timeout`` in all, retries and
         "starting" answers included, as the SDK client waits, instead of ``timeout``
@@ -155,6 +164,10 @@ class Exchange:
                     if reply.kind == "stale":  # a kept-alive connection closed while idle
                         logger.debug("%s %s: %s; sending it again", method, target, reply.detail)
                         continue
+                    if not idempotent and not reply.not_sent:
+                        add_note(failure, "the server may have received it, so it is not "
+                                 "sent again (it would act twice)")
+                        raise failure
                 else:
                     assert isinstance(reply, Answer), reply
                     status = reply.status
