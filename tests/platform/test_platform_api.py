@@ -200,6 +200,9 @@ def test_a_vector_env_draws_its_tasks_by_weight() -> None:
         env.reset()
     with pytest.raises(ValueError, match="non-negative"):
         OrsEnv(env_class="ors_gym.envs.math:Math", task_weights=[1.0, -1.0])
+    # Normalised once, when checked: each reset draws with them as they are.
+    with OrsEnv(env_class="ors_gym.envs.math:Math", task_weights=[1, 3]) as env:
+        assert env.settings.task_weights == (0.25, 0.75)
 
 
 def test_dataset_rows_follow_the_weights() -> None:
