@@ -240,7 +240,7 @@ class AsyncOrsEnv:
                     logger.warning("a session may be left open: its server did not answer "
                                    "its creation within %s s", _DELETE_ON_CANCEL_S)
                     break
-                except Exception as exc:  # the creation failed: nothing to delete
+                except Exception as exc:  # failed: no session, its id given back
                     logger.debug("a cancelled reset's session creation failed: %s", exc)
                     break
             raise  # open()'s handler deletes the session now known

@@ -84,10 +84,12 @@ def add_parser(subparsers: Subparsers) -> None:
     hosted.add_argument("--secret", metavar="NAME", action="append", default=[],
                         help="pass the secret NAME to every session, its value read from the "
                         "environment variable NAME (repeat for several)")
-    hosted.add_argument("--env-override", metavar="NAME=VALUE", action="append", default=[],
+    hosted.add_argument("--env-override", metavar="NAME[=VALUE]", action="append", default=[],
                         help="set the environment variable NAME of every session (e.g. "
                         "OPENAI_BASE_URL=http://trainer:8000/v1, for the environment's own "
-                        "model calls; repeat for several)")
+                        "model calls; repeat for several); NAME alone takes the value of "
+                        "this process's environment variable NAME, which keeps it out of "
+                        "the command line (and ps)")
     hosted.add_argument("--check-secrets", action="store_true",
                         help="before any session, ask the platform which secrets the "
                         "deployment needs and stop naming those not given")
@@ -123,8 +125,14 @@ def _target(args: argparse.Namespace) -> Target:
     overrides = {}
     for item in args.env_override:
         name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env-override {item.split('=')[0]!r}: give NAME=VALUE")
+        if not name:
+            raise UsageError("--env-override: give NAME=VALUE, or NAME to read the value "
+                             "from the environment variable NAME")
+        if not sep:
+            if name not in os.environ:
+                raise UsageError(f"--env-override {name}: the environment variable {name} is "
+                                 "not set; export it first, or give NAME=VALUE")
+            value = os.environ[name]
         overrides[name] = Secret(value)
     if overrides:
         options["env_overrides"] = overrides
@@ -174,9 +182,10 @@ def _run(args: argparse.Namespace) -> int:
     print(f"report: {summary['report']}")
     if uploader is not None:
         uploader.close()
+        lost = ", ".join([f"{uploader.failed} not sent"] * bool(uploader.failed)
+                         + [f"{uploader.dropped} rollouts dropped"] * bool(uploader.dropped))
         print(f"uploaded: {uploader.sent} rollout events of run {args.upload!r} to "
-              f"{uploader.location}" + (f" ({uploader.failed} not sent)" if uploader.failed
-                                        else ""))
+              f"{uploader.location}" + (f" ({lost})" if lost else ""))
     failed, episodes = summary["failed_episodes"], summary["episodes"]
     allowed = episodes - 1 if args.max_errors is None else args.max_errors
     if failed > allowed:

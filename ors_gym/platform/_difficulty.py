@@ -122,7 +122,8 @@ def task_weights(
 
 
 def check_weights(weights: Any) -> tuple[float, ...]:
-    """``weights`` as a tuple of floats, or a ValueError saying what is wrong with them."""
+    """``weights`` as a tuple of probabilities (normalised here, once, so a reset draws
+    with them as they are), or a ValueError saying what is wrong with them."""
     if isinstance(weights, str | bytes) or not isinstance(weights, Sequence | np.ndarray):
         raise TypeError(
             "task_weights must be a list of floats, one per task index of the split "
@@ -138,24 +139,25 @@ def check_weights(weights: Any) -> tuple[float, ...]:
             "task_weights must be finite and non-negative with at least one above zero, got "
             + (f"{bad[0]!r}" if bad else "only zeros")
         )
-    return values
+    total = math.fsum(values)
+    return tuple(w / total for w in values)
 
 
-def _probabilities(weights: Sequence[float], count: int, split: str | None) -> np.ndarray:
+def _check_count(weights: Sequence[float], count: int, split: str | None) -> None:
     if len(weights) != count:
         raise ValueError(
             f"task_weights has {len(weights)} weights but split {split!r} has {count} tasks; "
             "give one weight per task index (ors_gym.platform.task_weights(rows, num_tasks))"
         )
-    p = np.asarray(weights, dtype=float)
-    return p / p.sum()
 
 
 def draw_index(
     weights: Sequence[float], count: int, rng: np.random.Generator, split: str | None = None
 ) -> int:
-    """A task index of a split of ``count`` tasks, drawn with ``weights``."""
-    return int(rng.choice(count, p=_probabilities(weights, count, split)))
+    """A task index of a split of ``count`` tasks, drawn with ``weights`` (probabilities, as
+    ``check_weights`` gives them)."""
+    _check_count(weights, count, split)
+    return int(rng.choice(count, p=weights))
 
 
 def weighted_indices(
@@ -166,8 +168,7 @@ def weighted_indices(
     values = check_weights(weights)
     count = len(values)
     rng = np.random.default_rng(seed)
-    drawn = rng.choice(count, size=count if size is None else size,
-                       p=_probabilities(values, count, None))
+    drawn = rng.choice(count, size=count if size is None else size, p=values)
     return [int(i) for i in drawn]
 
 

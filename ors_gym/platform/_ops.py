@@ -109,7 +109,14 @@ class PlatformOps(Exchange):
         return None
 
     def post_rollouts(self, events: Sequence[Mapping[str, Any]]) -> Op[None]:
-        """``POST /v1/rollouts`` with ``{"events": [...]}``: one batch of the rollout log."""
+        """``POST /v1/rollouts`` with ``{"events": [...]}``: one batch of the rollout log.
+
+        Sent again after an answer that says it was not taken (429, 502, 503, 504) or
+        when the platform cannot have read it, but not after a connection dropped once
+        it was sent: the platform is not known to drop an event id it already has, so a
+        resend could log the batch twice (the SDK's client resends none of those
+        either: it retries 5xx answers only).
+        """
         yield from self.request("POST", "/v1/rollouts", what=f"the upload of {len(events)} "
                                 "rollout events", where=self.where(),
-                                body={"events": list(events)})
+                                body={"events": list(events)}, idempotent=False)

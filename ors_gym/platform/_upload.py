@@ -8,13 +8,16 @@ the oldest event is ``max_age`` seconds old) and posts each batch to
 ``/v1/rollouts`` in order, with the HTTP backend's retries. A step never waits
 on the network. ``flush()`` waits until everything submitted so far was sent;
 ``close()`` (also run at interpreter exit) sends what is left before the thread
-ends, and says at WARNING how many events could not be sent, if any.
+ends, and says at WARNING how many events could not be sent, if any. No upload
+trouble reaches the caller: a record that cannot be sent, a failed post or an
+ended thread is counted (``failed``, ``dropped``) and said at WARNING.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import json
 import logging
 import threading
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ors_gym._json import default
 from ors_gym.errors import OrsError
 from ors_gym.platform._events import RolloutHeader, log_entries, rollout_events
 
@@ -48,6 +52,27 @@ class _Flush:
 
 
 _STOP = object()
+
+
+class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+    """Runs each call at once, in the caller's thread.
+
+    The upload loop's default executor: asyncio resolves a host name
+    (``getaddrinfo``) in it, and at interpreter exit, when ``close()`` may open
+    the first connection, a thread pool refuses new work. The loop has a thread
+    of its own, so a blocking call there holds back no step.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # handed to the awaiting coroutine, as a pool would
+            future.set_exception(exc)
+        return future
 
 
 class RolloutUploader:
@@ -84,12 +109,15 @@ class RolloutUploader:
         self.location = self._client.location
         self.sent = 0  # events the platform accepted
         self.failed = 0  # events given up on
+        self.dropped = 0  # rollouts that never reached the upload thread (it had ended)
+        self._unsent = 0  # rollouts submitted and neither sent nor given up on yet
         self._ids: dict[tuple[str, str | None], tuple[str | None, str | None]] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Any] | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._ended = False  # the thread's loop has stopped
         atexit.register(self.close)
 
     def __repr__(self) -> str:
@@ -108,6 +136,8 @@ class RolloutUploader:
         if self._closed:
             raise RuntimeError(f"{self!r} is closed; make a new one to upload more")
         rollout_id = str(uuid.uuid4())
+        with self._lock:
+            self._unsent += 1
         self._put(_Episode(record, rollout_id, environment, variant, rollout_name, metadata))
         return rollout_id
 
@@ -132,11 +162,18 @@ class RolloutUploader:
         if thread is None:
             return
         self._put(_STOP)
-        thread.join(self.shutdown_timeout if timeout is None else timeout)
+        wait = self.shutdown_timeout if timeout is None else timeout
+        thread.join(wait)
+        unsent = self._unsent + self.dropped
         if thread.is_alive():
             logger.warning("rollout upload to %s: gave up waiting for the last batches after "
-                           "%s s; some rollouts of run %r may be missing", self.location,
-                           self.shutdown_timeout if timeout is None else timeout, self.run_name)
+                           "%s s: %d rollouts of run %r not sent (%d events sent, %d given up "
+                           "on)", self.location, wait, unsent, self.run_name, self.sent,
+                           self.failed)
+        elif unsent:
+            logger.warning("rollout upload to %s: %d rollouts of run %r not sent (%d events "
+                           "sent, %d given up on)", self.location, unsent, self.run_name,
+                           self.sent, self.failed)
 
     def __enter__(self) -> RolloutUploader:
         return self
@@ -153,22 +190,45 @@ class RolloutUploader:
                 self._thread.start()
                 ready.wait()
             loop, queue = self._loop, self._queue
-        assert loop is not None and queue is not None
-        loop.call_soon_threadsafe(queue.put_nowait, item)
+            assert loop is not None and queue is not None
+            if not self._ended:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+                return
+        self._lost(item)  # never raised into a step: said and counted instead
+
+    def _lost(self, item: Any) -> None:
+        """``item`` can no longer reach the upload thread: a WARNING, and it is counted."""
+        if isinstance(item, _Flush):
+            item.done.set()
+        elif isinstance(item, _Episode):
+            with self._lock:
+                self._unsent -= 1
+                self.dropped += 1
+                dropped = self.dropped
+            logger.warning("rollout upload to %s: the upload thread has ended; a rollout of "
+                           "run %r is not sent (%d so far)", self.location, self.run_name,
+                           dropped)
 
     # -- the thread's side -------------------------------------------------------------------
     def _main(self, ready: threading.Event) -> None:
         loop = asyncio.new_event_loop()
+        loop.set_default_executor(_InlineExecutor())
         self._loop, self._queue = loop, asyncio.Queue()
         ready.set()
         try:
             loop.run_until_complete(self._work(self._queue))
         finally:
+            with self._lock:
+                self._ended = True  # from now on ``_put`` counts items as lost
+            loop.run_until_complete(asyncio.sleep(0))  # items put before reach the queue
+            while not self._queue.empty():
+                self._lost(self._queue.get_nowait())
             loop.close()
 
     async def _work(self, queue: asyncio.Queue[Any]) -> None:
         batch: list[bytes] = []
         size = 0
+        ends = 0  # rollouts whose last event is in ``batch``
         oldest: float | None = None
         try:
             while True:
@@ -178,20 +238,25 @@ class RolloutUploader:
                 except TimeoutError:
                     item = None  # the oldest event is due
                 if isinstance(item, _Episode):
-                    for event in await self._events_or_none(item):
-                        raw = json.dumps(event, ensure_ascii=False).encode()
+                    events = await self._encoded(item)
+                    if not events:
+                        self._settle(1)
+                    for raw in events:
                         if batch and (len(batch) >= self.max_batch_events
                                       or size + len(raw) > self.max_batch_bytes):
                             await self._send(batch)
-                            batch, size = [], 0
+                            self._settle(ends)
+                            batch, size, ends = [], 0, 0
                         batch.append(raw)
                         size += len(raw)
                         oldest = oldest or time.monotonic()
+                    ends += bool(events)
                     if len(batch) < self.max_batch_events and size < self.max_batch_bytes:
                         continue
                 if batch:
                     await self._send(batch)
-                    batch, size, oldest = [], 0, None
+                    self._settle(ends)
+                    batch, size, ends, oldest = [], 0, 0, None
                 if isinstance(item, _Flush):
                     item.done.set()
                 elif item is _STOP:
@@ -199,13 +264,28 @@ class RolloutUploader:
         finally:
             await self._client.aclose()
 
-    async def _events_or_none(self, episode: _Episode) -> list[dict[str, Any]]:
-        """The episode's events; none (and a WARNING) for a record that cannot be read."""
+    def _settle(self, rollouts: int) -> None:
+        """``rollouts`` were sent or given up on."""
+        with self._lock:
+            self._unsent -= rollouts
+
+    async def _encoded(self, episode: _Episode) -> list[bytes]:
+        """The episode's events as JSON; none (and a WARNING) for a record that cannot be
+        read as a rollout or holds a value JSON cannot carry (numpy values are numbers)."""
         try:
-            return await self._events(episode)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            events = await self._events(episode)
+        except Exception as exc:  # any bad record: the thread serves the next one
             logger.warning("rollout upload: a record of run %r cannot be read as a rollout "
                            "(%s: %s); it is not uploaded", self.run_name, type(exc).__name__, exc)
+            return []
+        try:
+            return [json.dumps(event, ensure_ascii=False, default=default).encode()
+                    for event in events]
+        except Exception as exc:
+            self.failed += len(events)
+            logger.warning("rollout upload: %d events of a rollout of run %r not sent: they "
+                           "hold a value JSON cannot carry (%s: %s)", len(events),
+                           self.run_name, type(exc).__name__, exc)
             return []
 
     async def _events(self, episode: _Episode) -> list[dict[str, Any]]:
@@ -240,7 +320,7 @@ class RolloutUploader:
         if key not in self._ids:
             try:
                 self._ids[key] = await self._client.environment_ids(environment, variant)
-            except (OrsError, ValueError) as exc:
+            except Exception as exc:  # the ids are optional: the rollout goes without them
                 logger.debug("no platform id for %s: %s", environment, exc)
                 self._ids[key] = (None, None)
         return self._ids[key]
@@ -249,9 +329,10 @@ class RolloutUploader:
         events = [json.loads(raw) for raw in batch]
         try:
             await self._client.post_rollouts(events)
-        except OrsError as exc:
+        except Exception as exc:  # the thread lives on to send the next batches
             self.failed += len(events)
+            said = exc.message if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
             logger.warning("rollout upload to %s: %d events of run %r not sent: %s",
-                           self.location, len(events), self.run_name, exc.message)
+                           self.location, len(events), self.run_name, said)
         else:
             self.sent += len(events)

@@ -106,7 +106,7 @@ class OrsVectorEnv(VectorEnv):
         "autoreset_mode": AutoresetMode.NEXT_STEP,
         "render_modes": ["rgb_array", "rgb_array_tiled", "ansi"],
     }
-    #: The spec gym.make used; api_key and secrets kwargs kept as Secret.
+    #: The spec gym.make used; api_key, secrets and env_overrides kwargs kept as Secret.
     spec = EnvSpecRedactor()
 
     def __init__(

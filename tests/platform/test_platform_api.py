@@ -200,6 +200,9 @@ def test_a_vector_env_draws_its_tasks_by_weight() -> None:
         env.reset()
     with pytest.raises(ValueError, match="non-negative"):
         OrsEnv(env_class="ors_gym.envs.math:Math", task_weights=[1.0, -1.0])
+    # Normalised once, when checked: each reset draws with them as they are.
+    with OrsEnv(env_class="ors_gym.envs.math:Math", task_weights=[1, 3]) as env:
+        assert env.settings.task_weights == (0.25, 0.75)
 
 
 def test_dataset_rows_follow_the_weights() -> None:
@@ -243,14 +246,18 @@ def test_the_cli_reaches_a_deployment_with_its_overrides_and_preflight(
     assert not platform.requests("/create_session")  # stopped before any session
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert main([*argv, "--env-override", "OPENAI_BASE_URL"]) == 2  # NAME alone, unset
+    assert "--env-override OPENAI_BASE_URL: the environment variable OPENAI_BASE_URL is not " \
+        "set" in capsys.readouterr().err
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://trainer.test/v1")
     platform.ids[DEPLOYMENT] = "env-9"
     assert main([*argv, "--out", str(tmp_path / "b"), "--secret", "OPENAI_API_KEY",
-                 "--env-override", "OPENAI_BASE_URL=http://trainer.test/v1",
+                 "--env-override", "OPENAI_BASE_URL", "--env-override", "MODEL=tiny=1",
                  "--upload", "cli-run"]) == 0
     out = capsys.readouterr().out
     created = _sessions_created(platform)
-    assert len(created) == 2 and all(
-        r.json() == {"env": {"OPENAI_BASE_URL": "http://trainer.test/v1"}} for r in created)
+    assert len(created) == 2 and all(r.json() == {"env": {
+        "OPENAI_BASE_URL": "http://trainer.test/v1", "MODEL": "tiny=1"}} for r in created)
     assert "OPENAI_API_KEY" in _secret_names(created[0])
     started = [e for e in platform.received_events() if e["eventType"] == "rollout"]
     assert [(e["environment"], e["variant"], e["environment_id"]) for e in started] == [

@@ -18,6 +18,7 @@ from ors_gym.platform import RolloutUploader
 from ors_gym.platform._events import LogEntry, log_entries
 from ors_gym.trajectories import read_trajectories
 from ors_gym.wrappers import RecordTrajectories
+from tests._fault_servers import CuttingProxy
 from tests._platform import DEPLOYMENT, KEY, Platform
 
 ECHO = "ors_gym.envs.testing.echo:Echo"
@@ -156,6 +157,111 @@ def test_nothing_is_lost_at_exit(platform: Platform, tmp_path: Path) -> None:
     events = platform.received_events()
     assert {e.get("runName") for e in events if e["eventType"] == "rollout"} == {"run-exit"}
     assert len(events) == 4 * (1 + 6 + 1)
+
+
+def test_nothing_is_lost_at_exit_when_its_first_connection_opens_then(
+    platform: Platform, platform_app: tuple[Platform, str], tmp_path: Path
+) -> None:
+    # A host name (resolved by getaddrinfo, which asyncio sends to an executor) and no
+    # connection before exit: the uploader connects while the interpreter shuts down.
+    url = platform_app[1].replace("127.0.0.1", "localhost")
+    script = textwrap.dedent(f"""
+        from ors_gym.env import OrsEnv
+        from ors_gym.platform import RolloutUploader
+        from ors_gym.wrappers import RecordTrajectories
+        from tests.platform.test_rollout_upload import _episode
+
+        uploader = RolloutUploader("run-exit", base_url={url!r}, max_age=3600)
+        env = RecordTrajectories(OrsEnv(env_class={ECHO!r}), {str(tmp_path / 't.jsonl')!r},
+                                 upload=uploader)
+        for index in range(2):
+            _episode(env, index)
+        print("episodes done", uploader.sent)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    assert "episodes done 0" in done.stdout
+    assert "WARNING" not in done.stderr, done.stderr
+    events = platform.received_events()
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 1]
+    assert len(events) == 2 * (1 + 6 + 1)
+
+
+def test_close_that_gives_up_waiting_says_how_many_rollouts_were_not_sent(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    platform.hold = threading.Event()  # the platform answers no upload until set
+    uploader = RolloutUploader("run-held", max_age=0.0)
+    uploader.submit({"prompt": "hi", "steps": [], "index": 0})
+    uploader.submit({"prompt": "hi", "steps": [], "index": 1})
+    uploader.close(timeout=0.2)  # the held post cannot finish meanwhile
+    assert "2 rollouts of run 'run-held' not sent (0 events sent" in caplog.text
+    platform.hold.set()
+    assert uploader._thread is not None
+    uploader._thread.join(30)
+    assert uploader.sent == 2 * 3  # late, but sent once the platform answered
+
+
+def test_a_value_json_cannot_carry_costs_only_its_rollout(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    import numpy as np
+
+    with RolloutUploader("run-np") as uploader:
+        uploader.submit({"prompt": "hi", "steps": [], "index": 0},
+                        metadata={"temperature": np.float32(0.5)})
+        uploader.submit({"prompt": "hi", "steps": [], "index": 1},
+                        metadata={"sampler": object()})
+        uploader.submit({"prompt": "hi", "steps": [], "index": 2})
+        assert uploader.flush(30)
+    assert "3 events of a rollout of run 'run-np' not sent" in caplog.text
+    assert uploader.failed == 3 and uploader.sent == 6
+    events = platform.received_events()
+    assert sorted(e["rollout_info"]["task_index"] for e in events
+                  if e["eventType"] == "rollout_update") == [0, 2]
+    assert events[0]["metadata"] == {"temperature": 0.5}
+
+
+class _Poison(dict):  # type: ignore[type-arg]
+    """A record whose reading ends the thread that reads it."""
+
+    def get(self, *args: Any) -> Any:
+        raise SystemExit
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_step_does_not_raise_once_the_upload_thread_has_ended(
+    platform: Platform, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    uploader = RolloutUploader("run-dead", max_age=0.0)
+    uploader.submit(_Poison())
+    assert uploader._thread is not None
+    uploader._thread.join(30)
+    assert not uploader._thread.is_alive()
+    with RecordTrajectories(OrsEnv(env_class=ECHO), tmp_path / "t.jsonl",
+                            upload=uploader) as env:
+        _episode(env)  # its last step hands the episode to the ended thread
+    assert uploader.flush(30)
+    assert uploader.dropped == 1
+    assert "the upload thread has ended; a rollout of run 'run-dead' is not sent" in caplog.text
+    uploader.close()
+    assert "2 rollouts of run 'run-dead' not sent" in caplog.text
+    assert platform.received_events() == []
+
+
+def test_a_post_whose_answer_was_cut_is_not_sent_again(
+    platform: Platform, platform_app: tuple[Platform, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with CuttingProxy(platform_app[1], cut_response_after=b"HTTP/1.1 200") as proxy:
+        # The platform took the batch; its answer is cut after the headers.
+        with RolloutUploader("run-cut", base_url=proxy.url, backoff=0.01) as uploader:
+            uploader.submit({"prompt": "hi", "steps": [], "index": 0})
+            assert uploader.flush(30)
+        assert proxy.cuts_done == 1 and proxy.count(b"POST /v1/rollouts") == 1
+    assert len(platform.received_events()) == 3  # logged once
+    assert uploader.failed == 3 and "may have received it" in caplog.text
 
 
 def test_eval_uploads_scored_episodes(

@@ -55,6 +55,7 @@ class ToolCalls(Exchange):
                     CallDeadline(s, self.clock, self.clock() + s.call_timeout, what, where))
         task_id: str | None = None
         target, hops = path, 0
+        returned = False
         try:
             while True:
                 hint: RetryHint | None = None
@@ -72,7 +73,9 @@ class ToolCalls(Exchange):
                     log_answer("POST", target, 200, reply.elapsed)
                     budget.through(self.clock())
                     if sink.done:
-                        return _finish(sink, sent_task_id, what, where)
+                        result = _finish(sink, sent_task_id, what, where)
+                        returned = True
+                        return result
                     failure: OrsError = OrsConnectionError(
                         f"{what}: the stream ended before its result", **where.kw()
                     )
@@ -122,7 +125,7 @@ class ToolCalls(Exchange):
                              "resuming" if task_id else "retrying", delay)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock())
+            budget.finish(self.clock(), gave_up=not returned)
 
     def _lost(self, reply: Failure, task_id: str | None, read_timeout: float, what: str,
               where: Where) -> OrsError:

@@ -14,7 +14,7 @@ import html
 import json
 import re
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -123,14 +123,18 @@ def encode_json(payload: Any, *, what: str) -> bytes:
 # -- answers -----------------------------------------------------------------------------
 
 
-def error_detail(body: bytes, hide: str | None = None) -> str:
+def error_detail(body: bytes, hide: Iterable[str | None] = ()) -> str:
     """The server's explanation of an error answer: FastAPI's ``detail``, else the text.
 
-    ``hide`` (the API key) is masked wherever the server echoed it.
+    The values in ``hide`` (the API key, secrets, ``env_overrides``) are masked
+    wherever the server echoed them, as sent or JSON-escaped (a 422 that quotes its
+    input); values shorter than 4 characters are not, or every such run of the text
+    would be masked.
     """
     text = body.decode("utf-8", "replace").strip()
-    if hide:
-        text = text.replace(hide, "***")
+    for value in sorted({v for v in hide if v and len(v) >= 4}, key=len, reverse=True):
+        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
+            text = text.replace(form, "***")
     page = _html_page(text)
     if page is not None:
         return page

@@ -14,7 +14,7 @@ waiting only delays the error; see ``_retry`` for the budgets, and
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ors_gym.backends.http._codec import (
@@ -27,7 +27,13 @@ from ors_gym.backends.http._codec import (
 from ors_gym.backends.http._failures import TotalTime, timeout_error, transport_error
 from ors_gym.backends.http._ratelimit import gate_for
 from ors_gym.backends.http._redirects import Redirects
-from ors_gym.backends.http._retry import RetryBudget, RetryHint, retry_delay, retry_hint
+from ors_gym.backends.http._retry import (
+    RetryBudget,
+    RetryHint,
+    add_note,
+    retry_delay,
+    retry_hint,
+)
 from ors_gym.backends.http._settings import Settings, Where, origin
 from ors_gym.backends.http._sse import StreamAssembler
 from ors_gym.backends.http._steps import (
@@ -91,9 +97,10 @@ class Exchange:
         return RetryBudget(self.settings, self.gate, self.clock(), max_retries=max_retries,
                            ride_out=ride_out)
 
-    def detail(self, body: bytes) -> str:
-        """What an error answer said, the API key never shown."""
-        return error_detail(body, hide=self.settings.api_key)
+    def detail(self, body: bytes, hide: Iterable[str] = ()) -> str:
+        """What an error answer said, the API key and the values in ``hide`` (a request's
+        secrets and env overrides) never shown."""
+        return error_detail(body, hide=(self.settings.api_key, *hide))
 
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsError:
         return transport_error(self.settings, what, where, failure)
@@ -115,13 +122,16 @@ class Exchange:
         timeout: float | None = None,
         setup: bool = False,
         scoped: Mapping[str, tuple[str, list[str]]] | None = None,
+        idempotent: bool = True,
     ) -> Op[Any]:
         """One JSON request with retries; returns the decoded answer.
 
         Answers with a status in ``fallback`` return ``MISSING`` instead of raising.
-        Every request used here is idempotent (``/create`` carries its session id),
-        so a dropped connection is retried; a timeout is not (the server is slow,
-        and asking again would not help), nor a refused connection. A ``setup``
+        Every ORS request is idempotent (``/create`` carries its session id), so a
+        dropped connection is retried; a request that is not (``idempotent=False``)
+        is sent again only when the server cannot have read it (a stale kept-alive
+        connection, a connect that failed). A timeout is not retried (the server is
+        slow, and asking again would not help), nor a refused connection. A ``setup``
         request (``/create``, ``/prompt``, ``/messages``: the environment's own
         code runs meanwhile) waits for ``setup_timeout`` in all, retries and
         "starting" answers included, as the SDK client waits, instead of ``timeout``
@@ -129,11 +139,13 @@ class Exchange:
         """
         s = self.settings
         headers = self.headers(where.session_id, secrets, scoped)
+        secret_values = list((secrets or {}).values())
         content = None if body is None else encode_json(body, what=what)
         budget = self.budget(max_retries, min(s.setup_timeout, s.starting_ride_out)
                              if setup else None)
         end = self.clock() + s.setup_timeout if setup else None
         target, hops = path, 0
+        returned = False
         try:
             while True:
                 hint: RetryHint | None = None
@@ -152,6 +164,10 @@ class Exchange:
                     if reply.kind == "stale":  # a kept-alive connection closed while idle
                         logger.debug("%s %s: %s; sending it again", method, target, reply.detail)
                         continue
+                    if not idempotent and not reply.not_sent:
+                        add_note(failure, "the server may have received it, so it is not "
+                                 "sent again (it would act twice)")
+                        raise failure
                 else:
                     assert isinstance(reply, Answer), reply
                     status = reply.status
@@ -163,12 +179,15 @@ class Exchange:
                         (target, headers), hops = moved, hops + 1
                         continue
                     if 200 <= status < 300:
-                        return decode_json(reply.body, reply.headers.get("content-type", ""),
-                                           what=what, where=where)
+                        answer = decode_json(reply.body, reply.headers.get("content-type", ""),
+                                             what=what, where=where)
+                        returned = True
+                        return answer
                     if status in fallback:
+                        returned = True
                         return MISSING
-                    failure = status_error(status, self.detail(reply.body), what=what,
-                                           where=where, session=session)
+                    failure = status_error(status, self.detail(reply.body, secret_values),
+                                           what=what, where=where, session=session)
                     hint = retry_hint(status, reply.headers)
                     if hint is None:
                         raise failure
@@ -179,7 +198,7 @@ class Exchange:
                              delay, failure.message)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock())
+            budget.finish(self.clock(), gave_up=not returned)
 
     # -- a server-issued session id -------------------------------------------------------
 
@@ -204,6 +223,9 @@ class Exchange:
         budget = self.budget()
         target, hops = "/create_session", 0
         content = b"{}" if not body else encode_json(dict(body), what=what)
+        # What a refusal may echo: the secrets, and the overrides' values (``{"env": ...}``).
+        hidden = [*(secrets or {}).values(), *_strings(body)]
+        returned = False
         try:
             while True:
                 hint: RetryHint | None = None
@@ -211,6 +233,7 @@ class Exchange:
                 reply = yield Stream(target, headers, content, s.timeout, sink, what, where)
                 if sink.task_id:
                     budget.through(self.clock())
+                    returned = True
                     return sink.task_id
                 if isinstance(reply, Streamed):
                     raise OrsProtocolError(
@@ -226,7 +249,7 @@ class Exchange:
                         (target, headers), hops = moved, hops + 1
                         continue
                     failure: OrsError = status_error(
-                        reply.status, self.detail(reply.body), what=what, where=where
+                        reply.status, self.detail(reply.body, hidden), what=what, where=where
                     )
                     hint = retry_hint(reply.status, reply.headers)
                     if hint is None:
@@ -243,7 +266,18 @@ class Exchange:
                              delay)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock())
+            budget.finish(self.clock(), gave_up=not returned)
+
+
+def _strings(value: Any) -> list[str]:
+    """Every str inside ``value`` (a JSON body)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def log_answer(method: str, path: str, status: int, elapsed: float) -> None:

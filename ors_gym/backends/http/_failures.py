@@ -105,8 +105,8 @@ class TotalTime:
 
 
 class CallDeadline:
-    """A tool call's ``call_timeout``: ``check()`` (also run by a ``StreamAssembler``
-    after each piece) raises once it passed."""
+    """A tool call's ``call_timeout``: calling it (as a ``StreamAssembler`` does after
+    each piece) raises once it passed."""
 
     __slots__ = ("clock", "deadline", "settings", "what", "where")
 

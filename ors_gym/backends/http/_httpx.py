@@ -16,6 +16,7 @@ from ors_gym.backends.http._steps import Failure, FailureKind, Fetch, Stream
 
 __all__ = [
     "BACKGROUND_TIMEOUT_S",
+    "CLOSE_TIMEOUT_S",
     "SSE_HEADERS",
     "failure_of",
     "fetch_timeouts",
@@ -24,6 +25,9 @@ __all__ = [
 
 #: Timeout of the best-effort requests ``close()`` and the keepalive make.
 BACKGROUND_TIMEOUT_S = 5.0
+#: The most ``close()`` spends giving back sessions and ids (each release retries, and
+#: waits out a 429, as every request does: this bounds them all).
+CLOSE_TIMEOUT_S = 10.0
 #: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
 SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 

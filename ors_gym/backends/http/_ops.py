@@ -106,15 +106,19 @@ class Ops(ToolCalls):
         return sid
 
     def release_discovery(self, *, timeout: float | None = None) -> Op[None]:
-        """Give the discovery session id back (``/delete_session``), retried as every
-        request is; a failure in the end is logged, not raised."""
+        """Give the discovery session id back (see ``release``)."""
         sid, self.discovery_sid = self.discovery_sid, None
         if sid is not None:
-            try:
-                yield from self.request("POST", "/delete_session", what="release a session id",
-                                        where=self.where(session_id=sid), timeout=timeout)
-            except OrsError as exc:
-                logger.debug("release of session id %s failed: %s", sid, exc.message)
+            yield from self.release(sid, timeout=timeout)
+
+    def release(self, session_id: str, *, timeout: float | None = None) -> Op[None]:
+        """Give back a session id no session uses (``/delete_session``), retried as every
+        request is; a failure in the end is logged, not raised."""
+        try:
+            yield from self.request("POST", "/delete_session", what="release a session id",
+                                    where=self.where(session_id=session_id), timeout=timeout)
+        except OrsError as exc:
+            logger.debug("release of session id %s failed: %s", session_id, exc.message)
 
     # -- discovery ---------------------------------------------------------------------------
 
@@ -252,25 +256,29 @@ class Ops(ToolCalls):
 
     # -- sessions ----------------------------------------------------------------------------
 
-    def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> Op[str]:
-        """Open a session for a task; returns its id: issued by ``/create_session`` for a
-        hosted deployment, else a uuid4 made here (see the module docstring).
+    def session_id(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> Op[str]:
+        """A new session's id: issued by ``/create_session`` for a hosted deployment
+        (which a failed ``create`` must give back: ``release``), else a uuid4 made here
+        (see the module docstring). The arguments are checked first."""
+        check_session_args(kwargs)
+        env = yield from self.env(env_name)
+        if not self.settings.hosted:
+            return str(uuid.uuid4())
+        overrides = kwargs.get("env_overrides")
+        return (yield from self.new_session_id(
+            self.where(env), kwargs.get("secrets"), self._key_secrets(),
+            body={"env": dict(overrides)} if overrides else None))
+
+    def create(self, env_name: str, sid: str, **kwargs: Unpack[SessionArgs]) -> Op[None]:
+        """Open session ``sid`` (from ``session_id``) for a task.
 
         ``toolset`` names a session toolset the server binds to the instance (sent
         as ``toolset_name``). ``/create`` runs the environment's constructor, so it
         may take up to ``setup_timeout``.
         """
-        check_session_args(kwargs)
         task_spec, secrets = kwargs.get("task_spec"), kwargs.get("secrets")
         env = yield from self.env(env_name)
         scoped = self._key_secrets()
-        if self.settings.hosted:
-            overrides = kwargs.get("env_overrides")
-            sid = yield from self.new_session_id(self.where(env), secrets, scoped,
-                                                 body={"env": dict(overrides)} if overrides
-                                                 else None)
-        else:
-            sid = str(uuid.uuid4())
         body: dict[str, Any] = {"env_name": env} if env else {}
         if task_spec is not None:
             body["task_spec"] = dict(task_spec)
@@ -287,7 +295,6 @@ class Ops(ToolCalls):
             # Only a resent /create whose first attempt got through meets our own uuid4.
             if exc.status_code != 400 or "already exists" not in exc.message:
                 raise
-        return sid
 
     def _session_get(
         self, env: str, endpoint: str, session_id: str, setup: bool = False

@@ -97,8 +97,9 @@ class RateGate:
             return now - max(self.progress, self._started)
 
     def done(self, mine: Limited, now: float, gave_up: bool = False) -> None:
-        """A request that met a 429 finished (got through, or ``gave_up``); the episode's
-        WARNING once it was the last one waiting."""
+        """A request that met a 429 finished (returned, or ``gave_up``: it raised, on the
+        rate limit or any other error); the episode's WARNING once it was the last one
+        waiting."""
         if mine.answers == 0:
             return
         with self._lock:
@@ -112,7 +113,7 @@ class RateGate:
             self._requests = self._answers = self._gave_up = 0
             self._longest = 0.0
         asked = f" (Retry-After up to {longest:g} s)" if longest else ""
-        outcome = (f"{gave} of them gave up" if gave else "every one then got through")
+        outcome = (f"{gave} of them then failed" if gave else "every one then got through")
         logger.warning(
             "%s rate-limited this process: %d requests met 429 Too Many Requests "
             "%d times over %.1f s and waited as the server asked%s; %s",

@@ -136,8 +136,9 @@ class RetryBudget:
         """The request got an answer other than 429."""
         self.gate.through(now)
 
-    def finish(self, now: float, gave_up: bool = False) -> None:
-        """The request is over; ends this request's part in a rate-limit episode."""
+    def finish(self, now: float, gave_up: bool) -> None:
+        """The request is over (``gave_up``: it raised); ends this request's part in a
+        rate-limit episode."""
         if self.limited.answers:
             self.gate.done(self.limited, now, gave_up)
             self.limited = Limited()

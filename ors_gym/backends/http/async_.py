@@ -27,6 +27,7 @@ from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._httpx import (
     BACKGROUND_TIMEOUT_S,
+    CLOSE_TIMEOUT_S,
     SSE_HEADERS,
     failure_of,
     fetch_timeouts,
@@ -100,12 +101,14 @@ class AsyncHttpBackend(AsyncFace):
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
+        self._releases: set[asyncio.Future[None]] = set()  # ids given back (see _release)
 
     def __getstate__(self) -> dict[str, Any]:
         # A transport is this process's (its options pickle without it): a copy elsewhere
         # makes its own pool.
         state = self.__dict__.copy()
-        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls"):
+        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls",
+                    "_releases"):
             state.pop(key, None)
         return state
 
@@ -267,8 +270,18 @@ class AsyncHttpBackend(AsyncFace):
     # -- sessions -------------------------------------------------------------------
 
     async def create_session(self, env_name: str, **kwargs: Unpack[SessionArgs]) -> str:
-        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``)."""
-        sid = await self._run(self._ops.create_session(env_name, **kwargs))
+        """Open a session (one episode) for a task; returns its id (see ``SessionArgs``).
+
+        A hosted session's id, once issued, is given back when ``/create`` fails or
+        the call is cancelled (see ``_release``): no id is left with the gateway.
+        """
+        sid = await self._run(self._ops.session_id(env_name, **kwargs))
+        try:
+            await self._run(self._ops.create(env_name, sid, **kwargs))
+        except BaseException:
+            if self.settings.hosted:
+                await self._release(sid)
+            raise
         self._open.add(sid)
         self._start_keepalive()
         return sid
@@ -319,16 +332,45 @@ class AsyncHttpBackend(AsyncFace):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        sids, self._open = list(self._open), set()
-        connected = self._own is not None or self._shared is not None
-        if sids and connected:
-            await asyncio.gather(*(self._delete_quietly(sid) for sid in sids))
-        if self._ops.discovery_sid is not None and connected:
-            await self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))
+        await self._give_back()
         own, self._own = self._own, None
         if own is not None and self._own_loop is asyncio.get_running_loop():
             await own.aclose()
         self._own_loop = None
+
+    async def _give_back(self) -> None:
+        """Delete the open sessions and give back every id, concurrently, within
+        ``CLOSE_TIMEOUT_S`` in all; a WARNING says how many were left."""
+        sids, self._open = list(self._open), set()
+        loop = asyncio.get_running_loop()
+        work = [r for r in self._releases if r.get_loop() is loop]
+        if self._own is not None or self._shared is not None:  # connected
+            work += [asyncio.ensure_future(self._delete_quietly(sid)) for sid in sids]
+            if self._ops.discovery_sid is not None:
+                work.append(asyncio.ensure_future(
+                    self._run(self._ops.release_discovery(timeout=BACKGROUND_TIMEOUT_S))))
+        if not work:
+            return
+        try:
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await asyncio.gather(*work, return_exceptions=True)
+        except TimeoutError:
+            left = sum(job.cancelled() or not job.done() for job in work)
+            logger.warning("%s: close() gave up after %g s with %d of %d sessions or session "
+                           "ids not given back; the server forgets them when they expire",
+                           self.location, CLOSE_TIMEOUT_S, left, len(work))
+
+    async def _release(self, sid: str) -> None:
+        """Give back a session id ``/create`` never used (never raises but a cancellation).
+
+        The release is a task of its own, so it runs on when the caller is cancelled
+        (again) while waiting for it; ``aclose`` waits for the ones still running.
+        """
+        release = asyncio.ensure_future(
+            self._run(self._ops.release(sid, timeout=BACKGROUND_TIMEOUT_S)))
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+        await asyncio.shield(release)
 
     async def _delete_quietly(self, sid: str) -> None:
         try:

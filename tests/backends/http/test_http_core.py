@@ -13,6 +13,7 @@ import asyncio
 import gzip
 import json
 import re
+import uuid
 import zlib
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
@@ -345,7 +346,8 @@ def test_redirect_within_the_server_keeps_headers() -> None:
 def test_redirect_to_another_origin_drops_credentials() -> None:
     ops = Ops(Settings(location=URL, api_key="sk-SECRET", headers={"X-Team": "t1"},
                        basic_auth="Basic dTpw"), Clock())
-    op = ops.create_session("echo", split="train", index=0, secrets={"TOKEN": "s3cr3t"})
+    op = ops.create("echo", str(uuid.uuid4()), split="train", index=0,
+                    secrets={"TOKEN": "s3cr3t"})
     ops.env_names = ["echo"]
     create = _send(op, None)
     assert isinstance(create, Fetch) and "X-Secrets" in create.headers

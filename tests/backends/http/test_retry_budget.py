@@ -15,12 +15,13 @@ import gymnasium as gym
 import pytest
 from openreward.environments import Server
 
+from ors_gym.backends.http import HttpBackend
 from ors_gym.backends.http._options import HttpOptions, option_names
 from ors_gym.envs.testing.echo import Echo
 from ors_gym.errors import OrsError
 from ors_gym.serving import load_environment_classes
 from ors_gym.settings import EnvSettings
-from tests._fault_servers import Fault, FaultyApp, UvicornThread
+from tests._fault_servers import Fault, FaultyApp, UvicornThread, json_body
 
 
 @pytest.fixture
@@ -69,3 +70,15 @@ def test_every_http_option_is_an_env_option_by_its_own_name() -> None:
             EnvSettings.from_options({name + "x": 1})
     with pytest.raises(TypeError, match="given both by name and in backend_options"):
         EnvSettings.from_options({"timeout": 1, "backend_options": {"timeout": 2}})
+
+
+def test_the_rate_limit_warning_counts_a_request_that_then_failed(
+    faulty: tuple[FaultyApp, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    app, url = faulty
+    app.add(Fault("/health", status=429, headers={"Retry-After": "0"}))
+    app.add(Fault("/health", status=500, body=json_body("boom")))  # after the 429: no retry
+    with HttpBackend(url) as backend, pytest.raises(OrsError, match="500"):
+        backend.health()
+    told = [r.getMessage() for r in caplog.records if "rate-limited" in r.getMessage()]
+    assert len(told) == 1 and "1 of them then failed" in told[0], told
