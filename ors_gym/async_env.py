@@ -192,7 +192,9 @@ class AsyncOrsEnv:
                     secrets=settings.plain_secrets(),
                 )))
             async with self.limiter:
-                if self.prefetch_messages:
+                # the messages too, in the same round trip, unless the server is known to
+                # have no /messages: then they are the prompt, asked already
+                if self.prefetch_messages and getattr(self.backend, "offers_messages", True):
                     prompt, tools, self._messages = await asyncio.gather(
                         self.backend.prompt(name, sid),
                         self.backend.task_tools(name, sid),
@@ -202,6 +204,8 @@ class AsyncOrsEnv:
                     prompt, tools = await asyncio.gather(
                         self.backend.prompt(name, sid), self.backend.task_tools(name, sid)
                     )
+                    if self.prefetch_messages:
+                        self._messages = [Message(role="user", blocks=list(prompt))]
         except OrsError as exc:
             raise exc.with_context(
                 server=self.location, env_name=self.env_name, session_id=self.session_id

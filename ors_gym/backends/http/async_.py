@@ -129,6 +129,12 @@ class AsyncHttpBackend(AsyncFace):
         """Ids of the sessions this backend opened and has not deleted (kept alive)."""
         return frozenset(self._open)
 
+    @property
+    def offers_messages(self) -> bool:
+        """False once the server answered that it has no ``/messages`` (then ``messages``
+        asks ``/prompt``, and a caller holding the prompt need not ask at all)."""
+        return not self._ops.messages_missing
+
     # -- transport: perform the core's steps --------------------------------------------
 
     def _transport(self) -> httpx.AsyncBaseTransport:

@@ -511,6 +511,25 @@ def test_messages_falls_back_to_prompt_once(faulty: tuple[FaultyApp, str]) -> No
     assert app.hits["/echo/messages"] == 1  # the server's lack of /messages is remembered
 
 
+def test_a_reset_asking_messages_asks_the_prompt_once_on_a_server_without_them(
+    faulty: tuple[FaultyApp, str],
+) -> None:
+    """What a token episode's reset asks: the prompt and its messages in one round trip;
+    once the server is known to lack /messages, the prompt already asked is them."""
+    from ors_gym import OrsEnv
+
+    app, url = faulty
+    app.add(Fault("/echo/messages", 404, times=100, body=json_body("Not Found")))
+    with OrsEnv(url, env_name="echo") as env:
+        env.prefetch_messages = True
+        env.reset(seed=0)
+        asked = app.hits["/echo/prompt"]  # the first: the prompt, and again behind the 404
+        env.reset(seed=0)
+        assert app.hits["/echo/prompt"] == asked + 1 and app.hits["/echo/messages"] == 1
+        (message,) = env.messages()  # known from the reset: nothing more is asked
+        assert message.role == "user" and app.hits["/echo/prompt"] == asked + 1
+
+
 def test_answers_that_are_not_ors(faulty: tuple[FaultyApp, str]) -> None:
     app, url = faulty
     app.add(Fault("/health", 200, body=b"<html>hi</html>", content_type="text/html"))
