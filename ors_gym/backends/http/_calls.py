@@ -80,12 +80,10 @@ class ToolCalls(Exchange):
                         f"{what}: the stream ended before its result", **where.kw()
                     )
                 elif isinstance(reply, Answer):
-                    log_answer("POST", target, reply.status, reply.elapsed)
-                    if reply.status != 429:
-                        budget.through(self.clock())
-                    moved = self.redirects.follow(reply, target, hops, headers, what, where)
+                    moved = self.answered(reply, "POST", target, headers, hops, budget, what,
+                                          where)
                     if moved is not None:  # a redirect answer: the call did not run
-                        (target, headers), hops = moved, hops + 1
+                        (target, headers), hops = moved
                         continue
                     failure = status_error(reply.status, self.detail(reply.body), what=what,
                                            where=where, session=True)

@@ -102,6 +102,18 @@ class Exchange:
         secrets and env overrides) never shown."""
         return error_detail(body, hide=(self.settings.api_key, *hide))
 
+    def answered(
+        self, reply: Answer, method: str, target: str, headers: Any, hops: int,
+        budget: RetryBudget, what: str, where: Where,
+    ) -> tuple[tuple[str, Any], int] | None:
+        """Take an answer: logged, counted as the process getting through unless it is a
+        429, and, where it redirects, ``((target, headers), hops)`` of the next request."""
+        log_answer(method, target, reply.status, reply.elapsed)
+        if reply.status != 429:
+            budget.through(self.clock())
+        moved = self.redirects.follow(reply, target, hops, headers, what, where)
+        return None if moved is None else (moved, hops + 1)
+
     def transport_error(self, what: str, where: Where, failure: Failure) -> OrsError:
         return transport_error(self.settings, what, where, failure)
 
@@ -171,12 +183,10 @@ class Exchange:
                 else:
                     assert isinstance(reply, Answer), reply
                     status = reply.status
-                    log_answer(method, target, status, reply.elapsed)
-                    if status != 429:
-                        budget.through(self.clock())
-                    moved = self.redirects.follow(reply, target, hops, headers, what, where)
+                    moved = self.answered(reply, method, target, headers, hops, budget, what,
+                                          where)
                     if moved is not None:
-                        (target, headers), hops = moved, hops + 1
+                        (target, headers), hops = moved
                         continue
                     if 200 <= status < 300:
                         answer = decode_json(reply.body, reply.headers.get("content-type", ""),
@@ -241,12 +251,10 @@ class Exchange:
                         "session host?", **where.kw(),
                     )
                 if isinstance(reply, Answer):
-                    log_answer("POST", target, reply.status, reply.elapsed)
-                    if reply.status != 429:
-                        budget.through(self.clock())
-                    moved = self.redirects.follow(reply, target, hops, headers, what, where)
+                    moved = self.answered(reply, "POST", target, headers, hops, budget, what,
+                                          where)
                     if moved is not None:
-                        (target, headers), hops = moved, hops + 1
+                        (target, headers), hops = moved
                         continue
                     failure: OrsError = status_error(
                         reply.status, self.detail(reply.body, hidden), what=what, where=where
