@@ -4,7 +4,9 @@
 ``register()`` adds it to SkyRL's registry (``env_class="ors"`` by default) and
 ``rows(env_id)`` builds the dataset rows naming each task.
 ``generator_output(trajectories)`` batches token trajectories
-(``ors_gym.tokens``) as SkyRL's ``GeneratorOutput``, for a custom generator.
+(``ors_gym.tokens``) as SkyRL's ``GeneratorOutput``, and ``generate(rows,
+tokenizer, sample, max_tokens=...)`` plays a generator's whole batch of rows at
+the token level over one ``AsyncTokenBatch``, for a custom generator.
 Needs the ``skyrl`` extra (``pip install 'ors-gym[skyrl]'``).
 """
 
@@ -17,9 +19,11 @@ from ors_gym.platform import dataset_indices
 from ors_gym.registration import task_count
 from ors_gym.skyrl._batch import generator_output, skyrl_stop_reason
 from ors_gym.skyrl._env import OrsTextEnv, system_prompt
+from ors_gym.skyrl._generate import generate
 
 __all__ = [
-    "OrsTextEnv", "generator_output", "register", "rows", "skyrl_stop_reason", "system_prompt",
+    "OrsTextEnv", "generate", "generator_output", "register", "rows", "skyrl_stop_reason",
+    "system_prompt",
 ]
 
 ENTRY_POINT = "ors_gym.skyrl:OrsTextEnv"
