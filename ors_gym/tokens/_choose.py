@@ -2,16 +2,17 @@
 
 ``renderer=None`` finds the family (:func:`ors_gym.families.detect`: the hub
 name, else the tokenizer's chat template and special tokens) and uses the
-family's ``renderers`` renderer, which writes and reads its tokens; a family no
-renderer serves here (gpt-oss without harmony's vocabulary files, DeepSeek
-V3.1) goes through its chat template with the family's text parser. Where no
-family can be told, the chat template with Hermes-style parsing, said once at
-WARNING. A known family is never read by another family's rules in silence.
+family's ``renderers`` renderer, which writes and reads its tokens, where it
+renders prompts exactly as the tokenizer's own template does; elsewhere (another
+revision, a template of its own) and for a family no renderer serves here
+(gpt-oss without harmony's vocabulary files, DeepSeek V3.1) the chat template
+renders and the family's text parser reads. Where no family can be told, the
+chat template with Hermes-style parsing, said once at WARNING. A known family is
+never read by another family's rules in silence.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,6 @@ from ors_gym.tokens.bridge import Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
 
-logger = logging.getLogger("ors_gym")
 
 def make_bridge(
     tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None

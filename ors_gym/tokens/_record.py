@@ -1,7 +1,9 @@
-"""One token-level episode's bookkeeping, shared by ``TokenEnv`` and ``AsyncTokenEnv``.
+"""One token-level episode's bookkeeping, shared by ``TokenEnv``, ``AsyncTokenEnv`` and
+``TokenBatch``.
 
 The env I/O (``reset``, ``step``) is the caller's; this holds everything around
-it: the sampled ids read as text and parsed as the action before the step, the
+it: the sampled ids read once, by the model family's parser (the bridge's
+``parse``), into the turn the env runs as it is, before the step; the
 environment's reply turned into chat messages and bridged into ids after it.
 """
 
