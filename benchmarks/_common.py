@@ -14,6 +14,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,19 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 #: A case: runs ``n`` steps, returns the seconds each one took.
 Steps = Callable[[int], list[float]]
+
+
+def cpu_counted(steps: Steps, total: list[Any]) -> Steps:
+    """``steps``, adding the client process's CPU time and the step count to ``total``
+    (a server in its own process is not counted: this is the client's CPU alone)."""
+    def counted(n: int) -> list[float]:
+        started = time.process_time()
+        out = steps(n)
+        total[0] += time.process_time() - started
+        total[1] += len(out)
+        return out
+
+    return counted
 
 
 def child_env(extra_path: Sequence[str] = ()) -> dict[str, str]:

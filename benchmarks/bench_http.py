@@ -48,6 +48,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 from benchmarks._common import (
     Steps,
     bare_sse_call,
+    cpu_counted,
     flat,
     interleave,
     percentile,
@@ -187,7 +188,7 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
         if include_sdk:
             cases[SDK] = stack.enter_context(sdk_case(url))
         cpu = {name: [0.0, 0] for name in cases}
-        times = interleave({name: _cpu_counted(steps, cpu[name]) for name, steps in
+        times = interleave({name: cpu_counted(steps, cpu[name]) for name, steps in
                             cases.items()}, rounds, batch_ms / 1000)
     base = flat(times[FLOOR])
     base_med, base_p99 = statistics.median(base), percentile(base, 99)
@@ -204,18 +205,6 @@ def run(rounds: int = 15, batch_ms: float = 100.0, include_sdk: bool = True
         ))
     return rows
 
-
-def _cpu_counted(steps: Steps, total: list[Any]) -> Steps:
-    """``steps``, adding the client process's CPU time and the step count to ``total``
-    (the server runs in its own process, so this is the client's CPU alone)."""
-    def counted(n: int) -> list[float]:
-        started = time.process_time()
-        out = steps(n)
-        total[0] += time.process_time() - started
-        total[1] += len(out)
-        return out
-
-    return counted
 
 
 def verdicts(rows: list[dict[str, Any]]) -> list[str]:

@@ -41,7 +41,16 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `ors_gym` 
 
 import httpx
 
-from benchmarks._common import Steps, flat, interleave, round_ratio, row, served, write_json
+from benchmarks._common import (
+    Steps,
+    cpu_counted,
+    flat,
+    interleave,
+    round_ratio,
+    row,
+    served,
+    write_json,
+)
 from benchmarks.bench_http import orsenv_case
 from ors_gym.backends.http._codec import BodyDecoder
 from ors_gym.backends.http._settings import Where
@@ -225,16 +234,6 @@ def _with_old_reader(steps: Steps) -> Steps:
     return patched
 
 
-def _cpu_counted(steps: Steps, total: list[float]) -> Steps:
-    def counted(n: int) -> list[float]:
-        started = time.process_time()
-        out = steps(n)
-        total[0] += time.process_time() - started
-        total[1] += len(out)
-        return out
-
-    return counted
-
 
 def run_steps(rounds: int, batch_ms: float) -> list[dict[str, Any]]:
     """``OrsEnv.step`` over HTTP with each reader: client CPU and median wall per step."""
@@ -243,7 +242,7 @@ def run_steps(rounds: int, batch_ms: float) -> list[dict[str, Any]]:
         new = stack.enter_context(orsenv_case(url))
         old = _with_old_reader(stack.enter_context(orsenv_case(url)))
         cpu = {NEW: [0.0, 0.0], OLD: [0.0, 0.0]}
-        times = interleave({NEW: _cpu_counted(new, cpu[NEW]), OLD: _cpu_counted(old, cpu[OLD])},
+        times = interleave({NEW: cpu_counted(new, cpu[NEW]), OLD: cpu_counted(old, cpu[OLD])},
                            rounds, batch_ms / 1000)
     per_step = {way: 1e6 * total / count for way, (total, count) in cpu.items()}
     wall = {way: statistics.median(flat(times[way])) * 1e6 for way in (NEW, OLD)}
