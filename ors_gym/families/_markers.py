@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ors_gym.families._table import FAMILIES
+
 _CHAR_BASE = 1_000  # ids below it are markers (0 is the unknown token)
 
 
@@ -148,19 +150,10 @@ FORMATS: dict[str, FamilyFormat] = {
 }  # fmt: skip
 
 
-# Other names of the same wire formats (renderers' config names among them).
+#: Other names of the same wire formats (renderers' config names among them): every family
+#: of the table whose text parser has another name.
 ALIASES: dict[str, str] = {
-    "qwen3": "hermes",
-    "qwen2.5": "hermes",
-    "qwen3-vl": "hermes",
-    "qwen3.6": "qwen3.5",
-    "qwen3-coder": "qwen3.5",
-    "prime-qwen3": "qwen3.5",
-    "glm-4.7": "glm-5",
-    "glm-5.1": "glm-5",
-    "deepseek-r1": "deepseek-v3",
-    "llama-3.1": "llama-3",
-    "llama-3.2": "llama-3",
+    name: fam.text for name, fam in FAMILIES.items() if fam.text is not None and fam.text != name
 }
 
 
