@@ -28,7 +28,7 @@ from typing import Any, Unpack
 import numpy as np
 from gymnasium.utils import seeding
 
-from ors_gym.actions import ParsedAction, parse_action
+from ors_gym.actions import AssistantTurn, parse_action
 from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend, SessionArgs
 from ors_gym.catalog import Catalog, check_reset_options
@@ -98,7 +98,7 @@ class AsyncOrsEnv:
         self.np_random, _ = seeding.np_random()
         self.session_id: str | None = None
         self.steps = 0
-        self.last_action: ParsedAction | None = None
+        self.last_action: AssistantTurn | None = None
         self._tools: ListToolsOutput | None = None
         self._messages: list[Message] | None = None
         #: Ask the prompt as messages too at each reset, in the same round trip (what a

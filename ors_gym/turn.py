@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym._agent_errors import explain
-from ors_gym.actions import ParsedAction, ToolCall
+from ors_gym.actions import AssistantTurn, ToolCall
 from ors_gym.errors import (
     OrsActionError,
     OrsConnectionError,
@@ -85,14 +85,17 @@ class Elapsed(float):
 class Turn:
     """One step of one session, sans-IO: which calls to run, and what they add up to.
 
-    ``steps`` counts this step (1 for the first step of an episode). Raises
+    ``steps`` counts this step (1 for the first step of an episode). Every call the
+    turn runs has an id (the model's, else ``call_<steps>_<i>``), written into its
+    record (``info["calls"][i]["id"]``) so that results are tied to calls by id; a
+    plain message routed to the terminal tool answers no call (its id is None). Raises
     OrsActionError at construction when the action has no tool calls, the env
     has no terminal tool and the policy is ``"error"``.
     """
 
     def __init__(
         self,
-        parsed: ParsedAction,
+        parsed: AssistantTurn,
         rules: EnvSettings,
         tools: ListToolsOutput,
         *,
@@ -109,6 +112,7 @@ class Turn:
         self.truncated = False
         self.info: dict[str, Any] = {"calls": self.calls}
         self.failure: OrsError | None = None  # the infrastructure failure that ended it
+        parsed = parsed.numbered(steps)
         self.parsed = parsed
         self._notes = list(parsed.errors)
         self._done = False
@@ -202,12 +206,12 @@ class Turn:
         return observation, reward, self.terminated, self.truncated, info
 
     def _no_tool_calls(
-        self, parsed: ParsedAction, tools: ListToolsOutput, env_name: str | None
+        self, parsed: AssistantTurn, tools: ListToolsOutput, env_name: str | None
     ) -> list[ToolCall]:
         """The terminal-tool rule: a plain message goes to the terminal tool, else the policy."""
         terminal = tools.terminal_tool
         if terminal is not None:
-            arguments = {} if terminal.arg is None else {terminal.arg: parsed.message}
+            arguments = {} if terminal.arg is None else {terminal.arg: parsed.text}
             return [ToolCall(terminal.name, arguments)]
         policy = self.rules.no_tool_call
         if policy == "error":
@@ -247,7 +251,8 @@ def call_record(
     call: ToolCall, result: CallResult, seconds: Elapsed, error_reward: float,
     tools: ListToolsOutput,
 ) -> dict[str, Any]:
-    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks``).
+    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks`` and
+    its ``id``, None for a plain message routed to the terminal tool).
 
     A failed call's blocks tell the agent what went wrong in words it can act on
     (``_agent_errors``); ``error`` keeps the server's own message.
@@ -255,6 +260,7 @@ def call_record(
     if type(result) is not RunToolSuccess and isinstance(result, RunToolError):
         told = explain(call.name, result.error, result.reason, tools, call.arguments)
         return {
+            "id": call.id,
             "name": call.name,
             "input": call.arguments,
             "ok": False,
@@ -268,6 +274,7 @@ def call_record(
         }
     out = result.output
     return {
+        "id": call.id,
         "name": call.name,
         "input": call.arguments,
         "ok": True,

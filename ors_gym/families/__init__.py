@@ -16,7 +16,6 @@ from typing import Any
 
 from ors_gym.families._detect import Detected, detect
 from ors_gym.families._parse import (
-    AssistantParse,
     call_example,
     from_parsed_response,
     parse_text,
@@ -28,7 +27,6 @@ logger = logging.getLogger("ors_gym")
 __all__ = [
     "DEFAULT",
     "FAMILIES",
-    "AssistantParse",
     "Detected",
     "Family",
     "call_example",

@@ -13,18 +13,18 @@ errors in the family's own terms, ending with how that family writes a call.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym.actions import AssistantTurn, ToolCall, parse_action
 from ors_gym.families._examples import call_example, example_call
 from ors_gym.families._markers import ALIASES, FORMATS, cut_at_stop, family_name
 from ors_gym.families._native import Attempt, Reply, parse_deepseek_v31, parse_llama3
+from ors_gym.protocol import ReasoningBlock
 
 __all__ = [
     "ALIASES",
     "TEXT_FAMILIES",
-    "AssistantParse",
     "call_example",
     "family_name",
     "from_parsed_response",
@@ -36,18 +36,12 @@ TEXT_FAMILIES: tuple[str, ...] = tuple(FORMATS)
 _XML_FAMILIES = frozenset({"qwen3.5", "glm-4.5", "glm-5", "minimax-m2"})  # values are text
 
 
-@dataclass(frozen=True)
-class AssistantParse:
-    """One assistant turn as its family wrote it."""
-
-    content: str  # the message text: calls and reasoning removed
-    reasoning: str | None  # the family's reasoning (think block, harmony analysis...)
-    tool_calls: tuple[ToolCall, ...]
-    errors: tuple[str, ...]  # agent-facing notes on calls that could not be read
-
-    def action(self) -> ParsedAction:
-        """The turn as the env's action: its calls, message and errors."""
-        return ParsedAction(self.tool_calls, self.content, self.errors)
+def _turn(
+    content: str, reasoning: str | None, calls: Sequence[ToolCall], errors: Sequence[str]
+) -> AssistantTurn:
+    """The turn a family's reply reads as (its reasoning, if any, as one block)."""
+    blocks = (ReasoningBlock(text=reasoning),) if reasoning else ()
+    return AssistantTurn(tuple(calls), content, tuple(errors), blocks)
 
 
 def parse_text(
@@ -56,7 +50,7 @@ def parse_text(
     tools: Sequence[Mapping[str, Any]] | None = None,
     *,
     reasoning_prefilled: bool | None = None,
-) -> AssistantParse:
+) -> AssistantTurn:
     """Read one completion ``text`` (special tokens kept) in ``family``'s format.
 
     ``tools`` (OpenAI function-tool dicts) types the values of the XML formats
@@ -81,7 +75,7 @@ def parse_text(
                 *result.errors[:-1],
                 f"could not parse tool call: {last}. Write a call as {example}",
             )
-            return AssistantParse(result.content, result.reasoning, result.tool_calls, notes)
+            return replace(result, errors=notes)
         return result
     if family == "llama-3":
         return _finish(family, parse_llama3(text), tool_list)
@@ -97,8 +91,8 @@ def parse_text(
 
 def from_parsed_response(
     family: str, parsed: Any, tools: Sequence[Mapping[str, Any]] | None = None
-) -> AssistantParse:
-    """A renderers ``ParsedResponse`` as an :class:`AssistantParse` of ``family``.
+) -> AssistantTurn:
+    """A renderers ``ParsedResponse`` as an :class:`AssistantTurn` of ``family``.
 
     Calls whose status is not ``ok`` become errors in the family's own terms.
     """
@@ -162,10 +156,10 @@ def _split_think(text: str, prefilled: bool | None) -> tuple[str | None, str]:
     return reasoning.strip(), rest
 
 
-def _parse_hermes(text: str, prefilled: bool | None) -> AssistantParse:
+def _parse_hermes(text: str, prefilled: bool | None) -> AssistantTurn:
     reasoning, rest = _split_think(text, prefilled)
-    action = parse_action(rest)
-    return AssistantParse(action.message, reasoning, action.tool_calls, action.errors)
+    turn = parse_action(rest)
+    return _turn(turn.text, reasoning, turn.tool_calls, turn.errors)
 
 
 def _parse_harmony(text: str) -> tuple[Any, bool]:
@@ -206,7 +200,7 @@ def _parse_harmony(text: str) -> tuple[Any, bool]:
 # --------------------------------------------------------------------- errors
 
 
-def _finish(family: str, reply: Reply, tools: Sequence[Mapping[str, Any]] | None) -> AssistantParse:
+def _finish(family: str, reply: Reply, tools: Sequence[Mapping[str, Any]] | None) -> AssistantTurn:
     calls: list[ToolCall] = []
     errors: list[str] = []
     for attempt in reply.attempts:
@@ -217,7 +211,7 @@ def _finish(family: str, reply: Reply, tools: Sequence[Mapping[str, Any]] | None
         else:
             example = example_call(family, attempt.name, tools)
             errors.append(f"could not parse tool call: {problem}. Write a call as {example}")
-    return AssistantParse(reply.content, reply.reasoning, tuple(calls), tuple(errors))
+    return _turn(reply.content, reply.reasoning, calls, errors)
 
 
 def _problem(

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ors_gym.families import DEFAULT, AssistantParse, Family, family, parse_text
+from ors_gym.actions import AssistantTurn
+from ors_gym.families import DEFAULT, Family, family, parse_text
 
 __all__ = ["Bridge", "TemplateBridge"]
 
@@ -64,7 +65,7 @@ class Bridge(Protocol):
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         """The sampled ids (after ``prompt``, the ids they were sampled from) read as an
         assistant turn, by the family's own rules."""
         ...
@@ -165,7 +166,7 @@ class TemplateBridge:
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
         text = str(self.tokenizer.decode(completion[:end], skip_special_tokens=False))
         tail = str(self.tokenizer.decode(prompt[-4:], skip_special_tokens=False)).rstrip()
