@@ -10,15 +10,16 @@ from hypothesis import strategies as st
 
 from ors_gym.actions import AssistantTurn, ToolCall
 from ors_gym.families._examples import example_call
-from ors_gym.families._markers import FORMATS, renderer_for
+from ors_gym.families._formats import FORMATS
+from ors_gym.families._markers import renderer_for
 from ors_gym.families._parse import (
-    TEXT_FAMILIES,
     call_example,
     from_parsed_response,
     parse_text,
 )
 from ors_gym.protocol import ReasoningBlock
 
+TEXT_FAMILIES = tuple(FORMATS)
 _XML = ("qwen3.5", "glm-4.5", "glm-5", "minimax-m2")
 _THINK = ("hermes", "qwen3.5", "glm-4.5", "glm-5", "kimi-k2", "minimax-m2", "deepseek-v3")
 _THINK += ("deepseek-v3.1",)
@@ -42,6 +43,18 @@ MOVE = {
 }
 LOOK = {"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}}
 TOOLS = [MOVE, LOOK]
+
+
+def test_harmony_turns_end_where_sampling_stops() -> None:
+    """gpt-oss's text reader and its bridge end a turn on the same tokens, harmony's stop
+    tokens (<|return|> and <|call|>): what a server failed to stop before is not read."""
+    fmt = FORMATS["gpt-oss"]
+    assert set(fmt.stops) == {"<|return|>", "<|call|>"}
+    call = call_example("gpt-oss", "move", {"direction": "up"})
+    stray = "<|start|>assistant<|channel|>final<|message|>Moved.<|return|>"
+    parsed = parse_text("gpt-oss", call + stray, TOOLS)
+    assert _plain(parsed.tool_calls) == [("move", {"direction": "up"})]
+    assert parsed.text == ""
 
 
 def _end(family: str) -> str:
@@ -102,7 +115,9 @@ def test_two_calls_are_read_in_order(family: str) -> None:
     first = call_example(family, "move", {"direction": "down", "amount": 2})
     second = call_example(family, "look", {})
     parsed = parse_text(family, _two_calls(family, first, second) + _end(family), TOOLS)
-    assert _plain(parsed.tool_calls) == [("move", {"direction": "down", "amount": 2}), ("look", {})]
+    both = [("move", {"direction": "down", "amount": 2}), ("look", {})]
+    # harmony ends a turn at <|call|> (sampling stops there): one call per completion
+    assert _plain(parsed.tool_calls) == (both[:1] if family == "gpt-oss" else both)
     assert parsed.errors == ()
 
 
@@ -299,7 +314,7 @@ def test_aliases_and_unknown_families() -> None:
     call = call_example("qwen3.6", "move", {"direction": "up"})
     assert call == call_example("qwen3.5", "move", {"direction": "up"})
     assert parse_text("qwen3-coder", call).tool_calls == (_call("move", direction="up"),)
-    with pytest.raises(ValueError, match=r"unknown tool-call family 'qwen9'.*qwen3\.5"):
+    with pytest.raises(ValueError, match=r"unknown wire format 'qwen9'.*qwen3\.5"):
         parse_text("qwen9", "hi")
 
 
