@@ -43,6 +43,7 @@ __all__ = [
     "NUDGE_TEXT",
     "RECOVERABLE",
     "Elapsed",
+    "Step",
     "Turn",
     "reset_result",
     "truncation_reason",
@@ -52,6 +53,9 @@ NUDGE_TEXT = (
     "No tool was called. Act by calling one of the available tools: {tools}. "
     'Write a call as {{"name": "<tool>", "arguments": {{...}}}}.'
 )
+
+#: What a step returns: ``(observation, reward, terminated, truncated, info)``.
+Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 #: Failures that end an episode (``on_error="truncate"``) rather than the program.
 RECOVERABLE: tuple[type[OrsError], ...] = (
@@ -173,7 +177,7 @@ class Turn:
         self.blocks.append(TextBlock(text=f"The episode ended: {exc}"))
         return reason == "session_lost"
 
-    def finish(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def finish(self) -> Step:
         """The step's ``(observation, reward, terminated, truncated, info)``."""
         rules, info, calls = self.rules, self.info, self.calls
         reward = self.reward
