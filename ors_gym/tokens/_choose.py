@@ -9,15 +9,16 @@ vocabulary files, DeepSeek V3.1) the chat template renders and the family's wire
 format reads. Where no family can be told, the chat template with Hermes-style
 parsing, said once at WARNING. A known family is never read by another family's
 rules in silence. The choice is made once per tokenizer (weakly held), chat
-template, ``renderer`` name and template arguments: later calls get the same bridge
-(a copy, for a multimodal one, whose per-episode state is its own).
+template, ``renderer`` name and template arguments: later calls build the bridge
+chosen without detecting or probing again (each call its own bridge, whose
+per-episode state, a multimodal renderer's images, is its own).
 """
 
 from __future__ import annotations
 
-import copy
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.families import DEFAULT, Family, detect, family, warn_once
@@ -26,8 +27,19 @@ from ors_gym.tokens.bridge import _PROBE_TOOLS, Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
 
-#: The bridges chosen, per tokenizer: (renderer name, template arguments, template) -> bridge.
-_CHOSEN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, int], Bridge]] = (
+@dataclass(frozen=True)
+class _Choice:
+    """What was chosen for a tokenizer, without the tokenizer (a cached bridge would hold
+    it, and so keep its weak key alive): a renderers name, or the template's family and
+    the end-of-turn ids its probe read."""
+
+    renderer: str | None
+    family: str | None = None
+    ends: tuple[int, frozenset[int]] | None = None
+
+
+#: The choices made, per tokenizer: (renderer name, template arguments, template) -> choice.
+_CHOSEN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, int], _Choice]] = (
     weakref.WeakKeyDictionary()
 )
 
@@ -49,10 +61,18 @@ def make_bridge(
         chosen = _CHOSEN.setdefault(tokenizer, {})
     except TypeError:  # a tokenizer that cannot be weakly referenced: chosen each time
         return _choose(tokenizer, renderer, kwargs)
-    bridge = chosen.get(key)
-    if bridge is None:
-        bridge = chosen[key] = _choose(tokenizer, renderer, kwargs)
-    return copy.copy(bridge) if bridge.multimodal else bridge
+    choice = chosen.get(key)
+    if choice is not None:
+        if choice.renderer is not None:
+            return _renderer_bridge(tokenizer, choice.renderer, kwargs)
+        assert choice.family is not None and choice.ends is not None
+        return TemplateBridge._known(tokenizer, kwargs, choice.family, choice.ends)
+    bridge = _choose(tokenizer, renderer, kwargs)
+    if isinstance(bridge, TemplateBridge):
+        chosen[key] = _Choice(None, bridge.family.name, (bridge.end_of_turn, bridge.stops))
+    elif isinstance(bridge, RenderersBridge):
+        chosen[key] = _Choice(bridge.name.removeprefix("renderers:"))
+    return bridge
 
 
 def _choose(tokenizer: Any, renderer: str | None, kwargs: dict[str, Any]) -> Bridge:

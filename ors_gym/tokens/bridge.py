@@ -100,6 +100,25 @@ class TemplateBridge:
                 "the tokenizer has no chat_template: set tokenizer.chat_template, or pass "
                 "renderer=<a renderers name or config> (pip install 'ors-gym[tokens]')"
             )
+        self._setup(tokenizer, chat_template_kwargs, family)
+        self.end_of_turn, self.stops = self._read_end_of_turn()
+        self._check_tools_shown()
+
+    @classmethod
+    def _known(
+        cls, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None, family: str,
+        ends: tuple[int, frozenset[int]],
+    ) -> TemplateBridge:
+        """A bridge whose template was probed already (``ends``: its end-of-turn token and
+        stop ids, as an earlier bridge over the same template read them)."""
+        bridge = cls.__new__(cls)
+        bridge._setup(tokenizer, chat_template_kwargs, family)
+        bridge.end_of_turn, bridge.stops = ends
+        return bridge
+
+    def _setup(
+        self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None, family: str
+    ) -> None:
         self.tokenizer = tokenizer
         self.kwargs = dict(chat_template_kwargs or {})
         self.family = _text_family(family)
@@ -107,8 +126,6 @@ class TemplateBridge:
         self.format: WireFormat = FORMATS[self.family.format]
         self._fixed: dict[str, _Fixed | None] = {}
         self._last_fixed: tuple[list[dict[str, Any]], _Fixed | None] | None = None
-        self.end_of_turn, self.stops = self._read_end_of_turn()
-        self._check_tools_shown()
 
     # -- the Bridge protocol -----------------------------------------------------------------
     def prompt(
