@@ -81,19 +81,18 @@ class AssistantTurn:
     def numbered(self, step: int) -> AssistantTurn:
         """The turn with an id on every call (:func:`call_id` where the model gave none);
         the turn itself when every call has one."""
-        calls = self.tool_calls
-        for call in calls:
+        ided = list(self.tool_calls)
+        changed = False
+        for i, call in enumerate(ided):
             if call.id is None:
-                break
-        else:
+                ided[i] = _tool_call(call.name, call.arguments, f"call_{step}_{i}")
+                changed = True
+        if not changed:
             return self
         turn = _new(AssistantTurn)  # filled in place: a step's hot path, as in _parse_calls
         fields = turn.__dict__
         fields.update(self.__dict__)
-        fields["tool_calls"] = tuple(
-            c if c.id is not None else _tool_call(c.name, c.arguments, f"call_{step}_{i}")
-            for i, c in enumerate(calls)
-        )
+        fields["tool_calls"] = tuple(ided)
         return turn
 
 

@@ -116,8 +116,8 @@ class Turn:
         self.truncated = False
         self.info: dict[str, Any] = {"calls": self.calls}
         self.failure: OrsError | None = None  # the infrastructure failure that ended it
-        parsed = parsed.numbered(steps)
         self.parsed = parsed
+        self._routed = False  # a plain message went to the terminal tool: it answers no call
         self._notes = list(parsed.errors)
         self._done = False
 
@@ -147,8 +147,13 @@ class Turn:
 
     def record(self, call: ToolCall, result: CallResult, seconds: float) -> dict[str, Any]:
         """Take the result of ``next_call()``; returns the call's record (``info["calls"]``)."""
+        index = self._next
         self._next += 1
         record = call_record(call, result, Elapsed(seconds), self.rules.error_reward, self.tools)
+        if self._routed:
+            record["id"] = None
+        elif record["id"] is None:
+            record["id"] = f"call_{self.steps}_{index}"  # as actions.call_id gives it
         self.calls.append(record)
         self.reward += record["reward"]
         if len(self._queue) > 1:
@@ -216,6 +221,7 @@ class Turn:
         terminal = tools.terminal_tool
         if terminal is not None:
             arguments = {} if terminal.arg is None else {terminal.arg: parsed.text}
+            self._routed = True
             return [ToolCall(terminal.name, arguments)]
         policy = self.rules.no_tool_call
         if policy == "error":

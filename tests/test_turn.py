@@ -156,7 +156,7 @@ def test_turn(case: Case) -> None:
 def test_record_returns_the_call_record_with_its_own_blocks() -> None:
     turn = Turn(parse_action(calls("add")), settings(), TOOLS, steps=1)
     call = turn.next_call()
-    assert call == ToolCall("add", {"n": 0}, "call_1_0")  # an id given where the model gave none
+    assert call == ToolCall("add", {"n": 0})
     record = turn.record(call, ok("3", 0.5), 0.125)
     assert record == {
         "id": "call_1_0", "name": "add", "input": {"n": 0}, "ok": True, "reward": 0.5,
@@ -170,10 +170,12 @@ def test_a_models_own_call_id_is_kept_and_a_routed_message_answers_no_call() -> 
     own = parse_action([{"id": "toolu_7", "name": "add", "arguments": {"n": 1}},
                         {"name": "add", "arguments": {"n": 2}}])
     turn = Turn(own, settings(), TOOLS, steps=3)
-    assert [c.id for c in turn.parsed.tool_calls] == ["toolu_7", "call_3_1"]
-    first = turn.next_call()
-    assert first is not None and turn.record(first, ok("1"), 0.0)["id"] == "toolu_7"
-    numbered = turn.parsed
+    ids = []
+    while (call := turn.next_call()) is not None:
+        ids.append(turn.record(call, ok("1"), 0.0)["id"])
+    assert ids == ["toolu_7", "call_3_1"]
+    numbered = own.numbered(3)
+    assert [c.id for c in numbered.tool_calls] == ids
     assert numbered.numbered(9) is numbered  # every call has an id: the same turn
     routed = Turn(parse_action("my answer is 4"), settings(), WITH_ANSWER, steps=1)
     call = routed.next_call()
