@@ -25,7 +25,7 @@ from ors_gym.errors import (
 )
 
 CALL_KEYS = {
-    "name", "input", "ok", "reward", "finished", "metadata", "error", "error_reason", "seconds",
+    "id", "name", "input", "ok", "reward", "finished", "metadata", "error", "error_reason", "seconds",
     "blocks",
 }
 

@@ -43,15 +43,18 @@ async def _open(row: EpisodeRow) -> AsyncOrsEnv:
 _ROLES = frozenset({"system", "user", "assistant"})
 
 
-def system_prompt(tools: ListToolsOutput) -> str:
-    """A system message offering the tools, with the ``<tool_call>`` format to call them."""
+def system_prompt(tools: ListToolsOutput, tool_format: str | None = None) -> str:
+    """A system message offering the tools, with a call written as the model's family
+    writes it (``tool_format``, the env's; Hermes ``<tool_call>`` JSON when None)."""
+    from ors_gym.families import call_example
+
     lines = [
         "You act in an environment by calling its tools. The tools, as JSON schemas:",
         "<tools>",
         *(json.dumps(t["function"], sort_keys=True) for t in _openai_tools(tools)),
         "</tools>",
-        "To call a tool, write its name and arguments as JSON in tags:",
-        '<tool_call>\n{"name": "<tool>", "arguments": {...}}\n</tool_call>',
+        "To call a tool, write its name and arguments as in this call:",
+        call_example(tool_format or "hermes", "<tool>", {"<argument>": "<value>"}),
     ]
     if tools.terminal_tool is not None:
         lines.append("To give your final answer, reply in plain text without a tool call.")
@@ -107,7 +110,8 @@ class OrsTextEnv(BaseTextEnv):
         given = [dict(m) for m in _as_messages(prompt) if m.get("content")]
         conversation: list[dict[str, Any]] = []
         if not any(m.get("role") == "system" for m in given):
-            conversation.append({"role": "system", "content": system_prompt(self.env.tools)})
+            prompt = system_prompt(self.env.tools, self.env.settings.tool_format)
+            conversation.append({"role": "system", "content": prompt})
         conversation += given
         conversation += [_chat_message(m) for m in opening]
         return conversation, {"env_id": self.env_id, "index": info.get("index")}

@@ -89,9 +89,8 @@ class OrsMessageEnv(MessageEnv):
     async def step(self, message: Any) -> MessageStepResult:
         turn, kept = assistant_action(message, self.env.steps + 1)
         self.history.append(kept)
-        _, reward, terminated, truncated, info = await self.env.step(turn.action)
-        most = self.env.settings.max_calls_per_step
-        exchange = step_exchange(turn, info, max_calls_per_step=most)
+        _, reward, terminated, truncated, info = await self.env.step(turn)
+        exchange = step_exchange(turn, info)
         self.ors_return += float(reward)
         metrics: dict[str, float] = {}
         if turn.errors:

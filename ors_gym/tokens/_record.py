@@ -14,16 +14,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.actions import ToolCall
-from ors_gym.families import DEFAULT, AssistantParse, Family
-from ors_gym.formats import (
-    AssistantTurn,
-    StepExchange,
-    call_id,
-    exchange_messages,
-    step_exchange,
-)
-from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.actions import AssistantTurn
+from ors_gym.families import DEFAULT, Family
+from ors_gym.formats import StepExchange, exchange_messages, step_exchange
+from ors_gym.protocol import Message
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens.chat import chat_messages
@@ -31,7 +25,7 @@ from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["TokenRecord", "max_calls", "ors_core"]
+__all__ = ["TokenRecord", "ors_core"]
 
 
 def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
@@ -135,8 +129,9 @@ class TokenRecord:
 
     # -- step, before the env's ---------------------------------------------------------------
     def read(self, action: Any) -> tuple[list[int], list[float] | None, str, AssistantTurn]:
-        """The sampled ids, their logprobs, their text and the action parsed from it
-        (the next step's number is taken only when the action reads)."""
+        """The sampled ids, their logprobs, their text and the turn the family's parser
+        reads from them, each call with an id (the next step's number is taken only when
+        the action reads). The env runs that turn as it is."""
         traj = self.trajectory
         if traj is None:
             raise RuntimeError("call reset() before step()")
@@ -145,9 +140,9 @@ class TokenRecord:
                 f"the episode has ended ({traj.stop_reason}); call reset() to start another"
             )
         ids, logprobs = read_action(action, self.vocab_size)
-        parsed = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
+        turn = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
         self.steps += 1
-        return ids, logprobs, self._text(ids), assistant_turn(parsed, step=self.steps)
+        return ids, logprobs, self._text(ids), turn.numbered(self.steps)
 
     def _text(self, ids: list[int]) -> str:
         """The completion's text up to its end-of-turn token (what the model wrote)."""
@@ -163,12 +158,11 @@ class TokenRecord:
         text: str,
         turn: AssistantTurn,
         result: tuple[Any, Any, bool, bool, dict[str, Any]],
-        max_calls: int,
     ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
         traj = self.trajectory
         assert traj is not None
         observation, reward, terminated, truncated, info = result
-        exchange: StepExchange = step_exchange(turn, info, max_calls_per_step=max_calls)
+        exchange: StepExchange = step_exchange(turn, info)
         reply = exchange_messages(exchange)[1]
         new = chat_messages([reply], multimodal=self.bridge.multimodal)
         row = traj.rows[-1]
@@ -227,18 +221,6 @@ class TokenRecord:
         return row.ids, float(reward), terminated, truncated, info
 
 
-def assistant_turn(parsed: AssistantParse, *, step: int) -> AssistantTurn:
-    """The family's parse as the step's turn: its calls (each with an id) go to the env as
-    they are, its content is the message, its reasoning is kept off the env."""
-    calls = tuple(
-        ToolCall(c.name, c.arguments, c.id or call_id(step, i))
-        for i, c in enumerate(parsed.tool_calls)
-    )
-    action = parsed.action()
-    reasoning = () if not parsed.reasoning else (ReasoningBlock(text=parsed.reasoning),)
-    return AssistantTurn(action, parsed.content, calls, reasoning, parsed.errors)
-
-
 def assistant_message(turn: AssistantTurn, fam: Family) -> dict[str, Any]:
     """The turn as the chat message the family's template renders (content, reasoning in
     the template's field, calls with their arguments as the template reads them)."""
@@ -277,9 +259,3 @@ def ors_core(env: Any) -> Any:
             f"{type(core).__name__} has no messages() and tools_as()"
         )
     return core
-
-
-def max_calls(core: Any) -> int:
-    settings = getattr(core, "settings", None)
-    value = getattr(settings, "max_calls_per_step", None)
-    return value if isinstance(value, int) else 16

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._record import TokenRecord, max_calls, ors_core
+from ors_gym.tokens._record import TokenRecord, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -59,15 +59,8 @@ class AsyncTokenEnv:
 
     async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
         ids, logprobs, text, turn = self._record.read(action)
-        result = await self.env.step(turn.action)
-        return self._record.finish(
-            ids,
-            logprobs,
-            text,
-            turn,
-            tuple(result),
-            max_calls(self._core),
-        )
+        result = await self.env.step(turn)
+        return self._record.finish(ids, logprobs, text, turn, tuple(result))
 
     async def close(self) -> None:
         await self.env.close()

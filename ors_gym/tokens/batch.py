@@ -36,7 +36,7 @@ from ors_gym.errors import OrsActionError, OrsError, OrsTimeoutError
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens._open import Backends, EpisodeRow
-from ors_gym.tokens._record import TokenRecord, max_calls
+from ors_gym.tokens._record import TokenRecord
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
@@ -253,8 +253,8 @@ class AsyncTokenBatch:
         episode, env = slot.episode, slot.env
         restore = _mark(slot.trajectory)
         try:
-            result = await env.step(turn.action)
-            out = episode.finish(ids, logprobs, text, turn, result, max_calls(env))
+            result = await env.step(turn)
+            out = episode.finish(ids, logprobs, text, turn, result)
         except OrsError as exc:  # a row with on_error="raise", or a refused action
             restore()
             out = _failed_step(episode, ids, logprobs, text, exc)
