@@ -108,7 +108,8 @@ def generator_output(
             if with_logprobs:
                 out["rollout_logprobs"].append(fields["rollout_logprobs"])
             out["env_metrics"].append({"stop_reason": traj.stop_reason, "turns": traj.turns,
-                                       "renderer": traj.renderer})
+                                       "renderer": traj.renderer,
+                                       "policy_versions": fields["policy_versions"]})
             is_last.append(last)
             row_ids.append(tid)
     if step_wise:

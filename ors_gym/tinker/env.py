@@ -27,7 +27,13 @@ from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverf
 
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.formats import StepExchange, step_exchange
-from ors_gym.tinker._convert import assistant_action, opening_messages, reply_messages, tool_specs
+from ors_gym.tinker._convert import (
+    assistant_action,
+    opening_messages,
+    policy_version,
+    reply_messages,
+    tool_specs,
+)
 from ors_gym.tokens import stops
 
 __all__ = ["STOP_REASONS", "OrsMessageEnv", "OrsTinkerEnv", "stop_reason"]
@@ -120,7 +126,9 @@ class OrsTinkerEnv(EnvFromMessageEnv):
     """tinker-cookbook's ``Env`` for one ORS episode: its ``EnvFromMessageEnv`` over an
     :class:`OrsMessageEnv`, giving the session back as soon as the episode ends, also
     when it ends outside the environment (a ``length`` stop, broken framing, context
-    overflow, an exception). Takes ``EnvFromMessageEnv``'s arguments."""
+    overflow, an exception). Takes ``EnvFromMessageEnv``'s arguments. A step's
+    ``extra["policy_version"]`` (the weights' version that sampled the turn) becomes
+    the transition's ``policy_version`` metric."""
 
     message_env: OrsMessageEnv
 
@@ -135,11 +143,14 @@ class OrsTinkerEnv(EnvFromMessageEnv):
         return result
 
     async def step(self, action: list[int], *, extra: Any = None) -> Any:
+        version = policy_version(extra)
         try:
             result = await super().step(action, extra=extra)
         except BaseException:
             await self.message_env.end()
             raise
+        if version is not None:  # the turn's sampler, beside its other metrics
+            result.metrics["policy_version"] = float(version)
         if result.episode_done:
             await self.message_env.end()
         return result
