@@ -12,7 +12,8 @@ overflow end the episode as there), and gives the session back the moment
 the episode ends, however it ends.
 
 Stop reasons are tinker-cookbook's ``stop/<reason>`` metrics (one-hot, on the
-last transition): :data:`STOP_REASONS` maps the shared stop vocabulary
+last transition, with ``ors_return`` and the episode's named reward parts as
+``reward_parts/<name>``): :data:`STOP_REASONS` maps the shared stop vocabulary
 (:mod:`ors_gym.tokens.stops`) to them.
 """
 
@@ -27,6 +28,7 @@ from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverf
 
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.formats import StepExchange, step_exchange
+from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tinker._convert import (
     assistant_action,
     opening_messages,
@@ -82,6 +84,7 @@ class OrsMessageEnv(MessageEnv):
         self.step_rewards = step_rewards
         self.history: list[Any] = []
         self.ors_return = 0.0
+        self.reward_parts: dict[str, float] = {}
         self.done = False
 
     async def initial_observation(self) -> list[Any]:
@@ -99,6 +102,7 @@ class OrsMessageEnv(MessageEnv):
         most = self.env.settings.max_calls_per_step
         exchange = step_exchange(turn, info, max_calls_per_step=most)
         self.ors_return += float(reward)
+        add_parts(self.reward_parts, step_parts(info))
         metrics: dict[str, float] = {}
         if turn.errors:
             metrics["parse_error"] = 1.0
@@ -106,6 +110,7 @@ class OrsMessageEnv(MessageEnv):
         if self.done:
             metrics[STOP_METRIC_PREFIX + stop_reason(terminated, info, exchange)] = 1.0
             metrics["ors_return"] = self.ors_return
+            metrics.update({f"reward_parts/{k}": v for k, v in self.reward_parts.items()})
             await self.end()
         else:
             self.history += reply_messages(exchange)

@@ -25,6 +25,7 @@ from ors_gym.formats import (
     step_exchange,
 )
 from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens.chat import chat_messages
@@ -197,6 +198,8 @@ class TokenRecord:
         row.turns += 1
         traj.policy_versions.append(self.version)
         traj.rewards.append(float(reward))
+        parts = step_parts(info)
+        add_parts(traj.reward_parts, parts)
         traj.logprobs_given = traj.logprobs_given and logprobs is not None
         # A known family's template renders the turn's fields; an unknown one gets the text.
         fam = self.bridge.family
@@ -238,6 +241,7 @@ class TokenRecord:
         info = dict(info)
         info.update(
             exchange=exchange,
+            reward_parts=parts,
             text=text,
             turn=turn,
             new_messages=new,

@@ -289,7 +289,7 @@ def _mark(traj: Trajectory) -> Callable[[], None]:
     rows, last = len(traj.rows), traj.rows[-1]
     sizes, turns = len(last.completion_ids), last.turns
     rewards, messages, images = len(traj.rewards), len(traj.messages), len(traj.images)
-    versions = len(traj.policy_versions)
+    versions, parts = len(traj.policy_versions), dict(traj.reward_parts)
     given, data = traj.logprobs_given, traj.multi_modal_data
 
     def restore() -> None:
@@ -299,6 +299,8 @@ def _mark(traj: Trajectory) -> Callable[[], None]:
         last.turns = turns
         del traj.rewards[rewards:], traj.messages[messages:], traj.images[images:]
         del traj.policy_versions[versions:]
+        traj.reward_parts.clear()
+        traj.reward_parts.update(parts)
         traj.logprobs_given, traj.multi_modal_data, traj.stop_reason = given, data, None
 
     return restore

@@ -73,7 +73,9 @@ class Trajectory:
     that saw only a note; ``multi_modal_data``: a multimodal renderer's data for
     the last row's placeholders. ``policy_versions``: one per sampled turn, in
     order, the version of the weights that sampled it (a step action's
-    ``"policy_version"``; None where the sampler named none).
+    ``"policy_version"``; None where the sampler named none). ``reward_parts``:
+    the named parts the environment gave with its rewards
+    (``ToolOutput.metadata["reward_parts"]``), summed per name over the episode.
     """
 
     rows: list[TokenRow]
@@ -86,6 +88,7 @@ class Trajectory:
     images: list[Any] = field(default_factory=list)
     multi_modal_data: Any = None
     policy_versions: list[int | None] = field(default_factory=list)
+    reward_parts: dict[str, float] = field(default_factory=dict)
 
     # -- the last row ------------------------------------------------------------------
     @property
@@ -167,6 +170,7 @@ class Trajectory:
                 "rows": len(self.rows),
                 "renderer": self.renderer,
                 "policy_versions": self.row_versions(row),
+                "reward_parts": dict(self.reward_parts),
             },
         }
         if self.multi_modal_data is not None or self.images:
@@ -178,8 +182,8 @@ class Trajectory:
         row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
         (SkyRL's names, :data:`ors_gym.tokens.stops.SKYRL`: ``"length"`` for a token
         budget, ``"abort"`` for an environment failure, else ``"stop"``),
-        ``rollout_logprobs``, ``policy_versions`` (the row's turns') and, for step-wise
-        training, ``is_last_step``."""
+        ``rollout_logprobs``, ``policy_versions`` (the row's turns'), ``reward_parts``
+        (the episode's) and, for step-wise training, ``is_last_step``."""
         r = self.rows[row]
         return {
             "prompt_token_ids": list(r.prompt_ids),
@@ -189,6 +193,7 @@ class Trajectory:
             "stop_reasons": stops.SKYRL.get(self.stop_reason or "", "stop"),
             "rollout_logprobs": list(r.logprobs) if self.logprobs_given else None,
             "policy_versions": self.row_versions(row),
+            "reward_parts": dict(self.reward_parts),
             "is_last_step": row in (-1, len(self.rows) - 1),
         }
 
