@@ -21,7 +21,7 @@ from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.protocol import ListToolsOutput, Message
 from ors_gym.reward_parts import add_parts, step_parts
-from ors_gym.tokens._open import Backends, EpisodeRow
+from ors_gym.tokens import EnvPool, EpisodeRow
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -33,13 +33,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["OrsTextEnv", "system_prompt"]
 
 #: SkyRL calls an env's methods from its worker threads: every episode runs on this one
-#: event loop, over one backend per environment (``_BACKENDS``, used on it only).
+#: event loop, over one backend per environment (``_POOL``, used on it only).
 _RUNTIME = Runtime("ors-skyrl")
-_BACKENDS = Backends(on_error="raise")
+_POOL = EnvPool(on_error="raise")
 
 
 async def _open(row: EpisodeRow) -> AsyncOrsEnv:
-    return _BACKENDS.env(row)
+    return _POOL.env(row)
 
 _ROLES = frozenset({"system", "user", "assistant"})
 

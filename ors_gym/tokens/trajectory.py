@@ -44,7 +44,9 @@ class TokenRow:
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
 
-    def _add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+    def add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+        """Append ``ids``: sampled (mask 1, with the sampler's ``logprobs``) or not (mask 0,
+        logprob 0.0)."""
         self.completion_ids.extend(ids)
         self.mask.extend([1 if sampled else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))

@@ -39,7 +39,7 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 import ors_gym
 from ors_gym.actions import parse_action
 from ors_gym.tinker import OrsDatasetBuilder, OrsEnvGroupBuilder, OrsTinkerEnv
-from ors_gym.tokens import shared_backends
+from ors_gym.tokens import shared_pool
 
 TOKENIZER = "ors-gym-tests/tiny-qwen3"
 COUNTER, JUDGED = "ors/Counter-v0", "ors/Judged-v0"
@@ -273,7 +273,7 @@ def test_groups_share_one_backend_per_environment_on_a_loop(tok: Any, model: Any
         groups = [pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt=f"g{k}")))
                   for k in range(2)]
         await asyncio.gather(*(do_group_rollout(g, completer) for g in groups))
-        return groups[0].backend, groups[1].backend, shared_backends().made
+        return groups[0].backend, groups[1].backend, shared_pool().made
 
     first, second, made = asyncio.run(run())
     assert first is second and made == 1
