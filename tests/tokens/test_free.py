@@ -108,7 +108,7 @@ def test_a_bound_on_episodes_in_flight_and_results_as_in_lockstep(
                 await asyncio.sleep(0)  # let the others run: the bound must hold them
                 return waiting(tok)
 
-            rows = [row(kwargs, 2, reward_parts=parts) for _ in range(5)]
+            rows = [row(kwargs, 2, reward_parts=parts, delays_ms=[0, 1]) for _ in range(5)]
             async with aclosing(batch.run_free(rows, sample, max_in_flight=2)) as it:
                 ended = [e async for e in it]
             return ended, len(backend.open_sessions), seen
@@ -140,14 +140,14 @@ def test_a_failure_stays_with_its_episode(
                     return [10**9]
                 return None if turn.index == 3 else waiting(tok)
 
-            rows = [row(kwargs, 1, delay_ms=-1), *(row(kwargs, 1) for _ in range(4))]
+            rows = [row(kwargs, 1, delays_ms="slow"), *(row(kwargs, 1) for _ in range(4))]
             with caplog.at_level(logging.WARNING, logger="ors_gym"):
                 got = {e.index: e async for e in batch.run_free(rows, sample)}
             assert backend.open_sessions == frozenset()
             return got
 
     got = asyncio.run(run())
-    assert got[0].trajectory.stop_reason == stops.ENV_ERROR and "delay_ms" in got[0].info["error"]
+    assert got[0].trajectory.stop_reason == stops.ENV_ERROR and "delays_ms" in got[0].info["error"]
     assert got[1].trajectory.stop_reason == stops.ENV_ERROR
     assert got[1].info["error"] == "RuntimeError: the inference server went away"
     assert got[2].trajectory.stop_reason == stops.ENV_ERROR and "token id" in got[2].info["error"]
