@@ -86,9 +86,10 @@ class OrsRollout:
     async def get_reward(self) -> float | None:
         """The episode's return, then its session given back (TRL calls this once a rollout ends).
 
-        An unfinished episode's final reply is graded by the terminal tool first
-        when a reward function handed it over (``ors_reward`` does, under
-        ``GRPOTrainer``). None when a reward function already returned this
+        An unfinished episode is graded by the terminal tool first: with its final
+        reply when a reward function handed it over (``ors_reward`` does, under
+        ``GRPOTrainer``), or at once when that tool takes no input (it grades
+        from the environment's state). None when a reward function already returned this
         return (so that TRL does not count it twice), or before any ``reset``.
         """
         return await asyncio.to_thread(self._settle)
@@ -169,23 +170,28 @@ class OrsRollout:
             return self.reward
 
     def _settle(self) -> float | None:
-        """``get_reward``'s work: grade what can be, give the session back, say the return."""
-        global _warned_unseen_reply
+        """``get_reward``'s work: grade what can be, give the session back, say the return.
+
+        A terminal call that fails is logged (WARNING) and scores None: TRL then
+        leaves the rollout out of its group's advantages.
+        """
         with self._lock:
             if not self._started or self._counted:
                 return None
-            if not self._graded and not self._finished and self._terminal is not None:
-                if not _warned_unseen_reply:
-                    _warned_unseen_reply = True
-                    logger.warning(
-                        "ors_gym.trl: %s ended unfinished and no reward function handed its final "
-                        "reply to the terminal tool %r (AsyncGRPOTrainer's loop shows the "
-                        "environment no reply): it scores its return so far. Pass "
-                        "OrsSpec(..., terminal_as_tool=True) to offer %r to the model as a tool",
-                        self._env_id, self._terminal.name, self._terminal.name)
-            self._graded = True
-            self._release()
-            self._counted = not self._reported
+            failed = False
+            try:
+                if not self._graded and not self._finished and self._terminal is not None:
+                    if self._terminal.arg is None:  # it grades from state: the text is unused
+                        self._step({"message": ""})
+                    else:
+                        _warn_unseen_reply(self._env_id, self._terminal.name)
+            except Exception as exc:  # the environment failed: no return to give
+                failed = True
+                logger.warning("ors_gym.trl: grading %s's episode failed: %s", self._env_id, exc)
+            finally:
+                self._graded = True
+                self._release()
+            self._counted = not self._reported and not failed
             return self.reward if self._counted else None
 
     def _release(self) -> None:
@@ -211,6 +217,18 @@ class OrsRollout:
         if text:
             parts.append({"type": "text", "text": text})
         return parts
+
+
+def _warn_unseen_reply(env_id: str, terminal: str) -> None:
+    global _warned_unseen_reply
+    if _warned_unseen_reply:
+        return
+    _warned_unseen_reply = True
+    logger.warning(
+        "ors_gym.trl: %s ended unfinished and no reward function handed its final reply to "
+        "the terminal tool %r (AsyncGRPOTrainer's loop shows the environment no reply): it "
+        "scores its return so far. Pass OrsSpec(..., terminal_as_tool=True) to offer %r to "
+        "the model as a tool", env_id, terminal, terminal)
 
 
 def _final_reply(completion: Any) -> str | None:
