@@ -75,6 +75,9 @@ def _replay(completion: list[dict[str, Any]], task: int, **env_kwargs: Any) -> f
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
+    from accelerate.state import PartialState
+
+    PartialState()  # as TRL's trainer and child do first: the loop logs through accelerate
     return tiny_tokenizer()
 
 
@@ -99,12 +102,9 @@ def _samples(buffer: Any, n: int) -> list[Any]:
 def test_trls_async_loop_scores_ors_returns_and_holds_no_session(
     where: str, tokenizer: Any, server: Any,
 ) -> None:
-    from accelerate.state import PartialState
     from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop
 
     from ors_gym import _cleanup
-
-    PartialState()  # as TRL's child does first: the loop logs through accelerate
 
     env_kwargs = {"base_url": server.url} if where == "http" else {}
     before = set(server.sdk_server._active_envs)
@@ -184,6 +184,7 @@ def _live_rollouts() -> Iterator[OrsRollout]:
     return (o for o in gc.get_objects() if isinstance(o, OrsRollout))
 
 
+@pytest.mark.slow  # spawning TRL's child re-imports torch, transformers and TRL: ~25 s
 @pytest.mark.timeout(300)
 def test_trls_spawned_worker_runs_the_spec_with_ids_registered_in_the_parent(
     tokenizer: Any, server: Any, monkeypatch: pytest.MonkeyPatch,
@@ -203,8 +204,8 @@ def test_trls_spawned_worker_runs_the_spec_with_ids_registered_in_the_parent(
     spec = OrsSpec(env_id, indices=TASKS[:1])
     with TokenServer(tokenizer, _Script()) as vllm:
         worker = trl_worker.AsyncRolloutWorker(**_loop_kwargs(spec, tokenizer, vllm.base_url))
-        worker.start()
         try:
+            worker.start()
             got = _samples(worker.rollout_buffer, GROUP)
             worker.check_health(stale_after_s=120)
         finally:
