@@ -11,8 +11,8 @@ imports neither TRL nor torch.
 
 from __future__ import annotations
 
-from ors_gym.trl._rollout import ENDED_TEXT, OrsRollout
 from ors_gym.trl._rewards import RewardPart, ors_reward
+from ors_gym.trl._rollout import ENDED_TEXT, OrsRollout
 from ors_gym.trl._spec import OrsSpec
 
 __all__ = ["ENDED_TEXT", "OrsRollout", "OrsSpec", "RewardPart", "ors_reward"]

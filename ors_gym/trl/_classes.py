@@ -117,8 +117,9 @@ def _build(state: dict[str, Any]) -> type[OrsRollout]:
             taken.add(attribute)
             namespace[attribute] = function
         name = "Ors_" + "".join(c if c.isalnum() else "_" for c in env_id)
-        cls = _RolloutType(name, (OrsRollout,), namespace)
-        cls._ors_state = state
+        made_type = _RolloutType(name, (OrsRollout,), namespace)
+        made_type._ors_state = state
+        cls: type[OrsRollout] = made_type  # type: ignore[assignment]
         _made[key] = cls
         return cls
 

@@ -2,10 +2,10 @@
 
 Shaped like TRL's ``trl.experimental.openreward.OpenRewardSpec``: build one,
 then pass ``.train_dataset``, ``.environment_factory`` and ``.reward_funcs`` to
-``GRPOTrainer`` or ``AsyncGRPOTrainer``. Any ``gymnasium.make`` id works (bundled environments hosted
-in-process, registered classes, remote servers, hosted deployments); a list of
-ids gives TRL's multi-environment form (a dict of factories, and an
-``environment`` column naming each row's id).
+``GRPOTrainer`` or ``AsyncGRPOTrainer``. Any ``gymnasium.make`` id works
+(bundled environments hosted in-process, registered classes, remote servers,
+hosted deployments); a list of ids gives TRL's multi-environment form (a dict
+of factories, and an ``environment`` column naming each row's id).
 """
 
 from __future__ import annotations

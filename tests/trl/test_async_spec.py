@@ -27,8 +27,8 @@ from ors_gym.trl import OrsRollout, OrsSpec
 if importlib.util.find_spec("trl") is None or importlib.util.find_spec("aiohttp") is None:
     pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
 
-from tests._tiny_lm import answer_text, tiny_tokenizer, tool_call_text  # noqa: E402
-from tests._token_server import TokenServer  # noqa: E402
+from tests._tiny_lm import answer_text, tiny_tokenizer, tool_call_text
+from tests._token_server import TokenServer
 
 COUNTER = "ors/Counter-v0"
 TASKS = [12, 17, 18]  # Counter tasks whose target is 1 to 5: one increment can reach it
@@ -152,7 +152,8 @@ def test_trls_async_loop_scores_ors_returns_and_holds_no_session(
     assert set(rewards) == {0.0, 1.0}, rewards
     assert any(s.advantage > 0 for s in got) and any(s.advantage < 0 for s in got)
     # Instances were reused: no more were made than rollout slots (2), for 6 rollouts.
-    assert len(made := [o for o in _live_rollouts() if type(o) is spec.environment_factory]) <= 2
+    made = [o for o in _live_rollouts() if type(o) is spec.environment_factory]
+    assert len(made) <= 2
 
     # After stop nothing is held: the pool's instances have no session, and those cut
     # off mid-rollout were dropped, their sessions deleted by their finalisers.

@@ -23,7 +23,6 @@ import pytest
 from openreward.environments import ToolOutput, tool
 
 from ors_gym.envs.counter import Counter, IncrementInput
-
 from ors_gym.trl import ENDED_TEXT, OrsRollout, OrsSpec, ors_reward
 
 # TRL, transformers and torch are imported by the tests that use them, not at collection: a
