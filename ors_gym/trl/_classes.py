@@ -14,7 +14,10 @@ as TRL's reward columns compare environments' classes by identity.
 from __future__ import annotations
 
 import copyreg
+import hashlib
+import itertools
 import logging
+import pickle
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -33,6 +36,7 @@ _RESERVED = frozenset({"reset", "get_reward", "env", "reward", "rewards", "finis
                        "reward_parts"})
 _made: dict[str, type[OrsRollout]] = {}
 _lock = threading.Lock()
+_unique = itertools.count()
 
 
 class _RolloutType(type):
@@ -84,7 +88,13 @@ def _registration(env_id: str) -> dict[str, Any] | None:
 
 
 def _key(state: Mapping[str, Any]) -> str:
-    return repr(sorted((k, repr(v)) for k, v in state.items() if k != "registration"))
+    """Equal for equal state; by value, so that two secrets never share a class (their
+    reprs are redacted). State that cannot be pickled gets a class of its own."""
+    try:
+        blob = pickle.dumps(sorted((k, v) for k, v in state.items() if k != "registration"))
+    except Exception:
+        return f"unpicklable-{next(_unique)}"
+    return hashlib.sha256(blob).hexdigest()
 
 
 def _build(state: dict[str, Any]) -> type[OrsRollout]:

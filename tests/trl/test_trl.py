@@ -419,3 +419,14 @@ def test_import_ors_gym_imports_no_trainer() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_rollout_classes_pickle_and_equal_arguments_share_one() -> None:
+    import pickle
+
+    one = OrsSpec(QA, num_tasks=1, api_key="first").environment_factory
+    assert pickle.loads(pickle.dumps(one)) is one  # TRL compares env classes by identity
+    assert OrsSpec(QA, num_tasks=1, api_key="first").environment_factory is one
+    other = OrsSpec(QA, num_tasks=1, api_key="second").environment_factory
+    assert other is not one and other.__name__ == one.__name__  # secrets never shared
+    assert "first" not in repr(one) and "first" not in repr(one.__dict__.get("__doc__"))
