@@ -18,7 +18,7 @@ from ors_gym.tokens.async_env import AsyncTokenEnv
 from ors_gym.tokens.batch import AsyncTokenBatch, TokenBatch
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 from ors_gym.tokens.env import TokenEnv, TokenSpace
-from ors_gym.tokens.trajectory import TokenRow, Trajectory
+from ors_gym.tokens.trajectory import TokenRow, Trajectory, filter_stale
 
 __all__ = [
     "AsyncTokenBatch",
@@ -32,5 +32,6 @@ __all__ = [
     "TokenRow",
     "TokenSpace",
     "Trajectory",
+    "filter_stale",
     "shared_backends",
 ]

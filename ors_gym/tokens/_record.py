@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,6 +25,7 @@ from ors_gym.formats import (
     step_exchange,
 )
 from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens.chat import chat_messages
@@ -40,7 +42,8 @@ def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | 
     if isinstance(action, Mapping):
         if "ids" not in action:
             raise ValueError(
-                "a dict action needs 'ids' (the sampled token ids) and may have 'logprobs'; "
+                "a dict action needs 'ids' (the sampled token ids) and may have 'logprobs' "
+                "and 'policy_version'; "
                 f"got keys {sorted(map(str, action))}"
             )
         ids, logprobs = action["ids"], action.get("logprobs")
@@ -67,6 +70,22 @@ def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | 
             f"logprobs has {len(lps)} values for {len(out)} ids: give one logprob per sampled id"
         )
     return out, lps
+
+
+def read_version(action: Any) -> int | None:
+    """The ``"policy_version"`` of a mapping action (the weights' version that sampled the
+    turn), or None when it names none."""
+    if not isinstance(action, Mapping):
+        return None
+    version = action.get("policy_version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral):  # numpy ints too
+        raise ValueError(
+            f"policy_version must be an int (the version of the weights that sampled the "
+            f"turn) or None, got {version!r}"
+        )
+    return int(version)
 
 
 def _as_list(value: Any, what: str) -> list[Any]:
@@ -99,6 +118,7 @@ class TokenRecord:
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
         self.steps = 0
+        self.version: int | None = None  # the policy version of the turn being stepped
 
     # -- reset ----------------------------------------------------------------------------
     def start(
@@ -144,6 +164,7 @@ class TokenRecord:
             raise RuntimeError(
                 f"the episode has ended ({traj.stop_reason}); call reset() to start another"
             )
+        self.version = read_version(action)
         ids, logprobs = read_action(action, self.vocab_size)
         parsed = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
         self.steps += 1
@@ -175,7 +196,10 @@ class TokenRecord:
         previous = row.ids
         row._add(ids, sampled=True, logprobs=logprobs)
         row.turns += 1
+        traj.policy_versions.append(self.version)
         traj.rewards.append(float(reward))
+        parts = step_parts(info)
+        add_parts(traj.reward_parts, parts)
         traj.logprobs_given = traj.logprobs_given and logprobs is not None
         # A known family's template renders the turn's fields; an unknown one gets the text.
         fam = self.bridge.family
@@ -217,6 +241,7 @@ class TokenRecord:
         info = dict(info)
         info.update(
             exchange=exchange,
+            reward_parts=parts,
             text=text,
             turn=turn,
             new_messages=new,

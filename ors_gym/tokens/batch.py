@@ -289,6 +289,7 @@ def _mark(traj: Trajectory) -> Callable[[], None]:
     rows, last = len(traj.rows), traj.rows[-1]
     sizes, turns = len(last.completion_ids), last.turns
     rewards, messages, images = len(traj.rewards), len(traj.messages), len(traj.images)
+    versions, parts = len(traj.policy_versions), dict(traj.reward_parts)
     given, data = traj.logprobs_given, traj.multi_modal_data
 
     def restore() -> None:
@@ -297,6 +298,9 @@ def _mark(traj: Trajectory) -> Callable[[], None]:
             del values[sizes:]
         last.turns = turns
         del traj.rewards[rewards:], traj.messages[messages:], traj.images[images:]
+        del traj.policy_versions[versions:]
+        traj.reward_parts.clear()
+        traj.reward_parts.update(parts)
         traj.logprobs_given, traj.multi_modal_data, traj.stop_reason = given, data, None
 
     return restore
@@ -315,6 +319,7 @@ def _failed_step(episode: TokenRecord, ids: list[int], logprobs: list[float] | N
         closing = []
     row._add(closing, sampled=False)
     row.turns += 1
+    traj.policy_versions.append(episode.version)
     traj.rewards.append(0.0)
     traj.logprobs_given = traj.logprobs_given and logprobs is not None
     traj.messages.append({"role": "assistant", "content": text})

@@ -22,6 +22,7 @@ import numpy as np
 
 from ors_gym.env import OrsEnv
 from ors_gym.protocol import TerminalToolSpec
+from ors_gym.reward_parts import add_parts, step_parts
 
 logger = logging.getLogger("ors_gym")
 
@@ -142,11 +143,7 @@ class OrsRollout:
         assert self._env is not None
         observation, reward, terminated, truncated, info = self._env.step(action)
         self._rewards.append(float(reward))
-        for call in info.get("calls") or []:
-            parts = (call.get("metadata") or {}).get("reward_parts")
-            if isinstance(parts, Mapping):
-                for part, value in parts.items():
-                    self._parts[str(part)] = self._parts.get(str(part), 0.0) + float(value)
+        add_parts(self._parts, step_parts(info))
         self._finished = bool(terminated or truncated)
         return self._content(observation)
 

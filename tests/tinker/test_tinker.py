@@ -314,6 +314,35 @@ def test_score_group_gives_the_group_rewards(tok: Any, model: Any) -> None:
         assert tr.transitions[0].reward == tr.transitions[0].metrics["ors_return"]
 
 
+def test_reward_parts_and_the_policy_version_reach_the_metrics(tok: Any) -> None:
+    """Latency returns named reward parts with each call: the episode's sums are metrics
+    of its last transition; a step's ``extra["policy_version"]`` is that step's metric."""
+    from ors_gym.envs.testing import register_test_envs
+
+    register_test_envs()
+    spec = {"delay_ms": 0, "length": 2, "reward_parts": {"correct": 1.0, "format": 0.25}}
+    builder = OrsEnvGroupBuilder(
+        env_id="ors/Latency-v0", options={"task_spec": spec}, group_size=1,
+        model_name_for_tokenizer=TOKENIZER, renderer_name="qwen3_disable_thinking")
+    wait = [*encode(tok, tool_call_text("wait", {})), tok.convert_tokens_to_ids("<|im_end|>")]
+
+    async def run() -> list[Any]:
+        (env,) = await builder.make_envs()
+        try:
+            await env.initial_observation()
+            first = await env.step(wait, extra={"stop_reason": "stop", "policy_version": 4})
+            last = await env.step(wait, extra={"stop_reason": "stop"})
+            return [first, last]
+        finally:
+            await builder.cleanup()
+
+    first, last = asyncio.run(run())
+    assert first.metrics["policy_version"] == 4.0 and not first.episode_done
+    assert last.episode_done and "policy_version" not in last.metrics
+    assert last.metrics["reward_parts/correct"] == 2.0
+    assert last.metrics["reward_parts/format"] == 0.5
+
+
 def test_dataset_builder_batches_every_task_of_each_env(tok: Any) -> None:
     """Environment ids, split, batch and group size as tinker's builders take them; every
     task once, shuffled; a test split of single attempts; batches that pickle."""

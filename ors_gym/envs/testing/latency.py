@@ -4,6 +4,9 @@
 blocking the server's event loop and returns reward 0; the call numbered
 ``task_spec["length"]`` (default 1,000,000) ends the episode. The time per step
 is therefore known, so a benchmark measures client overhead and concurrency.
+``task_spec["reward_parts"]``, if given, is returned as each call's
+``metadata["reward_parts"]`` exactly as given (well-formed or not), to test how
+clients carry named reward parts.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ class Latency(BundledEnvironment):
             raise ValueError(f"Latency 'length' must be a positive integer, got {length!r}")
         self.delay_s = float(delay_ms) / 1000
         self.length = length
+        self.reward_parts = task_spec.get("reward_parts")
         self.steps = 0
 
     @classmethod
@@ -60,4 +64,7 @@ class Latency(BundledEnvironment):
         await asyncio.sleep(self.delay_s)
         self.steps += 1
         done = self.steps >= self.length
-        return text_output(f"waited {self.steps}", finished=done, metadata={"steps": self.steps})
+        metadata: JSONObject = {"steps": self.steps}
+        if self.reward_parts is not None:
+            metadata["reward_parts"] = self.reward_parts
+        return text_output(f"waited {self.steps}", finished=done, metadata=metadata)
