@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import copyreg
 import hashlib
-import itertools
+import json
 import logging
-import pickle
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
+from pydantic import BaseModel
 
 from ors_gym.protocol import TerminalToolSpec, ToolSpec
+from ors_gym.secret import Secret
 from ors_gym.trl._rollout import OrsRollout
 from ors_gym.trl._tools import attribute_name, tool_function
 
@@ -36,7 +37,6 @@ _RESERVED = frozenset({"reset", "get_reward", "env", "reward", "rewards", "finis
                        "reward_parts"})
 _made: dict[str, type[OrsRollout]] = {}
 _lock = threading.Lock()
-_unique = itertools.count()
 
 
 class _RolloutType(type):
@@ -88,13 +88,21 @@ def _registration(env_id: str) -> dict[str, Any] | None:
 
 
 def _key(state: Mapping[str, Any]) -> str:
-    """Equal for equal state; by value, so that two secrets never share a class (their
-    reprs are redacted). State that cannot be pickled gets a class of its own."""
-    try:
-        blob = pickle.dumps(sorted((k, v) for k, v in state.items() if k != "registration"))
-    except Exception:
-        return f"unpicklable-{next(_unique)}"
-    return hashlib.sha256(blob).hexdigest()
+    """Equal for equal state, compared by value: two secrets never share a class (their
+    reprs are redacted, so they are hashed revealed; the key itself is never shown)."""
+    blob = json.dumps({k: v for k, v in state.items() if k != "registration"},
+                      sort_keys=True, default=_canonical)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Secret):
+        return {"secret": value.reveal()}
+    if isinstance(value, type):
+        return f"{value.__module__}:{value.__qualname__}:{id(value)}"
+    return repr(value)
 
 
 def _build(state: dict[str, Any]) -> type[OrsRollout]:

@@ -430,3 +430,16 @@ def test_rollout_classes_pickle_and_equal_arguments_share_one() -> None:
     other = OrsSpec(QA, num_tasks=1, api_key="second").environment_factory
     assert other is not one and other.__name__ == one.__name__  # secrets never shared
     assert "first" not in repr(one) and "first" not in repr(one.__dict__.get("__doc__"))
+
+
+def test_reward_part_columns_after_a_rollout_func_read_the_trajectories() -> None:
+    from ors_gym.tokens import Trajectory
+    from ors_gym.trl import RewardPart
+
+    def episode(stop: str, parts: dict[str, float]) -> Trajectory:
+        return Trajectory(rows=[], messages=[], tools=[], stop_reason=stop, reward_parts=parts)
+
+    ran = [episode("completed", {"format": 0.5}), episode("completed", {}),
+           episode("env_error", {"format": 1.0})]
+    column = RewardPart("format")
+    assert column(completions=[[]] * 3, ors_trajectory=ran) == [0.5, 0.0, None]
