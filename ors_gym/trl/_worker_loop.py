@@ -44,6 +44,7 @@ class LoopSettings:
     max_staleness: int | None
     score_group: bool | None
     stop_ids: tuple[int, ...]
+    max_groups: int | None = None
     token_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,6 +56,7 @@ class EpisodeResult:
     trajectory: Trajectory
     versions: list[int]
     tool_s: list[float]
+    wall_s: float = 0.0
     sampler_failed: bool = False
     groups_scored: bool = False
 
@@ -64,8 +66,10 @@ class _Hooks:
 
     def __init__(self, version: Callable[[], int], beat: Callable[[], None],
                  emit: Callable[[list[Any]], Awaitable[None]],
-                 metrics: Callable[[dict[str, Any]], None]) -> None:
+                 metrics: Callable[[dict[str, Any]], None],
+                 idle: Callable[[], None] = lambda: None) -> None:
         self.version, self.beat, self.emit, self.metrics = version, beat, emit, metrics
+        self.idle = idle
 
 
 async def run_episode(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler,
@@ -73,6 +77,7 @@ async def run_episode(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler,
     """Play one episode to its end, sampling each turn as soon as the last step returned."""
     batch = AsyncTokenBatch(tokenizer, max_tokens=settings.max_tokens, backends=backends,
                             **settings.token_kwargs)
+    began = time.monotonic()
     try:
         (ids,), _ = await batch.reset([row])
         traj = batch.trajectories[0]
@@ -110,6 +115,7 @@ async def run_episode(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler,
             result.tool_s.append(time.monotonic() - started)
             hooks.beat()
             ids = obs[0]
+        result.wall_s = time.monotonic() - began
         return result
     finally:  # the session is given back even when the worker stops mid-episode
         await asyncio.shield(batch.close())
@@ -235,11 +241,11 @@ async def run_groups(rows: Sequence[EpisodeRow], tokenizer: Any, sampler: TokenS
         finally:
             slots.release()
 
-    async def group(group_id: int, row: EpisodeRow,
-                    episodes: list[asyncio.Task[EpisodeResult]]) -> None:
+    async def group(group_id: int, row: EpisodeRow, episodes: list[asyncio.Task[EpisodeResult]],
+                    began: float) -> None:
         try:
             results = await asyncio.gather(*episodes)
-            await _score(scorer, group_id, row, results, hooks, settings)
+            await _score(scorer, group_id, row, results, hooks, settings, began)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a bug or bad input, not an episode's failure
@@ -248,13 +254,21 @@ async def run_groups(rows: Sequence[EpisodeRow], tokenizer: Any, sampler: TokenS
 
     try:
         for group_id, row in repeat_rows(rows):
-            episodes = []
+            if settings.max_groups is not None and group_id >= settings.max_groups:
+                break
+            episodes: list[asyncio.Task[EpisodeResult]] = []
             for _ in range(settings.num_generations):
                 await slots.acquire()
+                if not episodes:
+                    began = time.monotonic()
                 task = asyncio.create_task(episode(row))
                 track(task)
                 episodes.append(task)
-            track(asyncio.create_task(group(group_id, row, episodes)))
+            track(asyncio.create_task(group(group_id, row, episodes, began)))
+        while tasks:  # max_groups played: the last groups finish, then the loop idles
+            await asyncio.gather(*list(tasks), return_exceptions=True)
+        hooks.idle()
+        await asyncio.Event().wait()
     finally:
         pending = list(tasks)
         for task in pending:
@@ -264,7 +278,8 @@ async def run_groups(rows: Sequence[EpisodeRow], tokenizer: Any, sampler: TokenS
 
 
 async def _score(scorer: GroupScorer, group_id: int, row: EpisodeRow,
-                 results: list[EpisodeResult], hooks: _Hooks, settings: LoopSettings) -> None:
+                 results: list[EpisodeResult], hooks: _Hooks, settings: LoopSettings,
+                 began: float) -> None:
     current = hooks.version()
     versions = [v for r in results for v in r.versions]
     n = len(results)
@@ -277,6 +292,9 @@ async def _score(scorer: GroupScorer, group_id: int, row: EpisodeRow,
         report["rollout/tool_latency_s"] = (sum(latencies), float(len(latencies)))
         report["rollout/tool_latency_max_s"] = max(latencies)
     report["rollout/turns_mean"] = (float(sum(len(r.versions) for r in results)), float(n))
+    # a group's wall time against its slowest episode's own: what waiting for the group cost
+    report["rollout/group_s"] = time.monotonic() - began
+    report["rollout/episode_s_max"] = max(r.wall_s for r in results)
     report["rollout/sampler_errors_total"] = float(sum(r.sampler_failed for r in results))
     stale = (settings.max_staleness is not None and bool(versions)
              and current - min(versions) > settings.max_staleness)

@@ -47,7 +47,8 @@ class OrsRolloutWorker:
     trainer's ``max_staleness``; None keeps every group). ``score_group``: add the
     environment's ``score_group`` to the returns (None: where the environment has one).
     ``queue_maxsize``: the ``rollout_buffer``'s bound (0: none); a full buffer holds
-    scoring back.
+    scoring back. ``max_groups``: play this many groups, then idle (None: cycle the rows
+    for as long as the worker runs).
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class OrsRolloutWorker:
         max_staleness: int | None = 4,
         score_group: bool | None = None,
         queue_maxsize: int = 0,
+        max_groups: int | None = None,
         renderer: Any = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
@@ -73,6 +75,8 @@ class OrsRolloutWorker:
                             ("max_episodes", max_episodes)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if max_groups is not None and (not isinstance(max_groups, int) or max_groups < 1):
+            raise ValueError(f"max_groups must be a positive int or None, got {max_groups!r}")
         if max_staleness is not None and max_staleness < 0:
             raise ValueError(f"max_staleness must be >= 0 or None, got {max_staleness!r}")
         if not isinstance(sampler, TokenSampler):
@@ -91,7 +95,7 @@ class OrsRolloutWorker:
             num_generations=num_generations, max_tokens=max_tokens, max_model_len=max_model_len,
             temperature=temperature, top_p=top_p, max_episodes=max_episodes,
             max_staleness=max_staleness, score_group=score_group, stop_ids=stop_ids,
-            token_kwargs=token_kwargs)
+            max_groups=max_groups, token_kwargs=token_kwargs)
         self.rollout_buffer: queue.Queue[Any] = queue.Queue(maxsize=queue_maxsize)
         self.metrics_queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=4096)
         self._version = 0
@@ -102,6 +106,7 @@ class OrsRolloutWorker:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._stopping = False
+        self._played = False  # max_groups played: idle, not stalled
 
     # -- RolloutWorkerProtocol -----------------------------------------------------------
     @property
@@ -118,7 +123,7 @@ class OrsRolloutWorker:
             logger.warning("OrsRolloutWorker.start() called while running; ignored")
             return
         sample_class = _rollout_sample_class()
-        self._error, self._stopping = None, False
+        self._error, self._stopping, self._played = None, False, False
         self._progress = time.monotonic()
         self._ready.clear()
         self._thread = threading.Thread(target=self._run, args=(sample_class,),
@@ -146,10 +151,11 @@ class OrsRolloutWorker:
 
     def check_health(self, stale_after_s: float) -> None:
         """Raise if the worker's loop died, or made no progress (no turn sampled, no step
-        returned, no group scored) for ``stale_after_s`` seconds."""
+        returned, no group scored) for ``stale_after_s`` seconds (not once it has played
+        ``max_groups``)."""
         if self._error is not None:
             raise RuntimeError(f"OrsRolloutWorker failed: {self._error!r}") from self._error
-        if self._thread is None or self._stopping:
+        if self._thread is None or self._stopping or self._played:
             return
         if not self._thread.is_alive():
             raise RuntimeError("OrsRolloutWorker's thread has ended without stop()")
@@ -173,7 +179,8 @@ class OrsRolloutWorker:
     async def _serve(self, sample_class: type) -> None:
         self._loop = asyncio.get_running_loop()
         self._main = asyncio.current_task()
-        hooks = _Hooks(lambda: self._version, self._beat, self._emit, self._push_metrics)
+        hooks = _Hooks(lambda: self._version, self._beat, self._emit, self._push_metrics,
+                       self._idle)
         self._ready.set()
         try:
             await run_groups(self._rows, self.tokenizer, self.sampler, self.settings, hooks,
@@ -192,6 +199,9 @@ class OrsRolloutWorker:
             self._error = exc
         if self._main is not None:
             self._main.cancel()
+
+    def _idle(self) -> None:
+        self._played = True
 
     def _beat(self) -> None:
         self._progress = time.monotonic()

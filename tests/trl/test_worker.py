@@ -348,3 +348,47 @@ def test_trl_batches_the_samples_as_they_were_sampled(tok: Any, relay: list[Epis
     assert metrics["sample/staleness_max"] == [2.0] * 4
     for s in samples:
         assert _check_against_server(tok, s, server.requests) == 2
+
+
+def test_group_scores_are_added_where_the_environment_scores_groups(tok: Any) -> None:
+    """``RankedRelay`` scores candidate i of a group as i, added to each return (1 for
+    "yes"). ``max_groups=1``: one group, then the worker idles (and is not stalled)."""
+    from openreward.environments import GroupCandidate, GroupScore
+
+    class RankedRelay(Relay):
+        async def score_group(self, candidates: Sequence[GroupCandidate]
+                              ) -> Sequence[GroupScore]:
+            return [GroupScore(reward=float(i)) for i, _ in enumerate(candidates)]
+
+    env_id = register_class(RankedRelay, "ors/RankedRelay-v0")
+    replies = iter(["yes", "no", "yes"])
+
+    def script(prompt: list[int], text: str) -> str:
+        return _end(tok, tool_call_text("answer", {"text": next(replies)}))
+
+    with ServerThread([RankedRelay]) as srv, TokenServer(tok, script) as s:
+        rows = [EpisodeRow(env_id, {"base_url": srv.url}, {"index": 0})]
+        worker = OrsRolloutWorker(rows, tok, VllmCompletions(s.base_url, "tiny"),
+                                  num_generations=3, max_groups=1)
+        worker.start()
+        try:
+            samples = _drain(worker.rollout_buffer, 3)
+            for _ in range(int(BOUND_S * 100)):  # until the loop says it has played
+                if worker._played:
+                    break
+                threading.Event().wait(0.01)
+            worker._progress -= 1000
+            worker.check_health(1.0)  # idle after max_groups: not a stall
+        finally:
+            worker.stop()
+    assert sorted(s.metrics["rewards/ors_group_score"] for s in samples) == [0.0, 1.0, 2.0]
+    for s in samples:
+        assert s.metrics["reward"] == (s.metrics["rewards/ors_return"]
+                                       + s.metrics["rewards/ors_group_score"])
+    rewards = sorted(s.metrics["reward"] for s in samples)
+    assert sum(s.metrics["rewards/ors_return"] for s in samples) == 2.0
+    mean = sum(rewards) / 3
+    std = (sum((r - mean) ** 2 for r in rewards) / 3) ** 0.5
+    assert sorted(s.advantage for s in samples) == pytest.approx(
+        [(r - mean) / (std + 1e-8) for r in rewards])
+    assert worker.rollout_buffer.empty() and Relay.live == 0
