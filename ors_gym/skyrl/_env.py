@@ -20,7 +20,8 @@ from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.protocol import ListToolsOutput, Message
-from ors_gym.tokens._open import Backends, EpisodeRow
+from ors_gym.reward_parts import add_parts, step_parts
+from ors_gym.tokens import EnvPool, EpisodeRow
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -32,13 +33,13 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["OrsTextEnv", "system_prompt"]
 
 #: SkyRL calls an env's methods from its worker threads: every episode runs on this one
-#: event loop, over one backend per environment (``_BACKENDS``, used on it only).
+#: event loop, over one backend per environment (``_POOL``, used on it only).
 _RUNTIME = Runtime("ors-skyrl")
-_BACKENDS = Backends(on_error="raise")
+_POOL = EnvPool(on_error="raise")
 
 
 async def _open(row: EpisodeRow) -> AsyncOrsEnv:
-    return _BACKENDS.env(row)
+    return _POOL.env(row)
 
 _ROLES = frozenset({"system", "user", "assistant"})
 
@@ -98,6 +99,7 @@ class OrsTextEnv(BaseTextEnv):
         self.row = EpisodeRow(self.env_id, kwargs, options)
         self.env: AsyncOrsEnv = _RUNTIME.run(_open(self.row))
         self.rewards: list[float] = []
+        self.reward_parts: dict[str, float] = {}
 
     def init(self, prompt: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Start the episode's session; the conversation is the row's own non-empty
@@ -123,6 +125,8 @@ class OrsTextEnv(BaseTextEnv):
         self.turns += 1
         observation, reward, terminated, truncated, info = _RUNTIME.run(self._step(action))
         self.rewards.append(float(reward))
+        parts = step_parts(info)
+        add_parts(self.reward_parts, parts)
         done = bool(terminated or truncated) or self.turns >= self.max_turns
         if done:
             _RUNTIME.run(self.env.end_session())
@@ -136,6 +140,7 @@ class OrsTextEnv(BaseTextEnv):
             "calls": [c["name"] for c in info.get("calls", [])],
             "terminated": bool(terminated),
             "truncated": bool(truncated),
+            "reward_parts": parts,
         }
         return BaseTextEnvStepOutput(
             observations=observations, reward=float(reward), done=done, metadata=metadata,
@@ -150,7 +155,9 @@ class OrsTextEnv(BaseTextEnv):
         _RUNTIME.run(self.env.close())
 
     def get_metrics(self) -> dict[str, Any]:
-        return {"turns": self.turns, "return": float(sum(self.rewards))}
+        """The episode's turns, return and named reward parts (``reward_parts/<name>``)."""
+        return {"turns": self.turns, "return": float(sum(self.rewards)),
+                **{f"reward_parts/{k}": v for k, v in sorted(self.reward_parts.items())}}
 
 
 def _get(config: Any, key: str) -> Any:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ors_gym.skyrl._batch import generator_output
-from ors_gym.tokens import AsyncTokenBatch, Backends
+from ors_gym.tokens import AsyncTokenBatch, EnvPool
 
 __all__ = ["Sample", "generate"]
 
@@ -31,7 +31,7 @@ async def generate(
     *,
     max_tokens: int,
     step_wise: bool = False,
-    backends: Backends | None = None,
+    pool: EnvPool | None = None,
     **token_kwargs: Any,
 ) -> dict[str, Any]:
     """Play one episode per dataset row (``env_id``, ``split``, ``index``, and optional
@@ -39,10 +39,10 @@ async def generate(
 
     ``max_tokens`` caps each episode's ids after its first prompt (SkyRL's
     ``max_generate_length``); ``token_kwargs`` are ``TokenEnv``'s (``renderer``,
-    ``chat_template_kwargs``...). ``backends`` (default: a batch of its own) lets
+    ``chat_template_kwargs``...). ``pool`` (default: the batch's own) lets
     several calls on one loop share connections and discovery.
     """
-    async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, backends=backends,
+    async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, pool=pool,
                                **token_kwargs) as batch:
         try:
             prompts, _ = await batch.reset(list(rows))

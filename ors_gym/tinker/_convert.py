@@ -20,7 +20,13 @@ from ors_gym.formats import AssistantTurn, StepExchange, call_id, exchange_messa
 from ors_gym.protocol import Message as OrsMessage
 from ors_gym.tokens.chat import chat_messages
 
-__all__ = ["assistant_action", "opening_messages", "reply_messages", "tool_specs"]
+__all__ = [
+    "assistant_action",
+    "opening_messages",
+    "policy_version",
+    "reply_messages",
+    "tool_specs",
+]
 
 #: The longest stretch of an unreadable call quoted back to the agent.
 _QUOTE = 300
@@ -113,3 +119,17 @@ def _note(name: str | None, why: str, raw: str) -> str:
     what = f"The call to {name!r}" if name else "A tool call"
     quoted = raw if len(raw) <= _QUOTE else raw[:_QUOTE] + "..."
     return f"{what} could not be read: {why}. You wrote: {quoted}"
+
+
+def policy_version(extra: Mapping[str, Any] | None) -> int | None:
+    """The ``"policy_version"`` a sampler put in a step's ``ActionExtra`` (the version of the
+    weights that sampled the turn), or None."""
+    version = (extra or {}).get("policy_version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(
+            f"extra['policy_version'] must be an int (the version of the weights that sampled "
+            f"the turn) or None, got {version!r}"
+        )
+    return version

@@ -15,7 +15,7 @@ from typing import Any
 from ors_gym.formats import render_messages
 from ors_gym.protocol import ImageBlock, Message, TextBlock, ToolResultBlock
 
-__all__ = ["chat_messages", "image_note", "split_reasoning"]
+__all__ = ["chat_messages", "image_note"]
 
 _ROLES = frozenset({"system", "user", "assistant"})
 
@@ -62,15 +62,3 @@ def _text(blocks: Iterable[Any]) -> str:
         texts.append(image_note(images))
     return "\n".join(texts) if texts else "(no output)"
 
-
-def split_reasoning(text: str, tags: tuple[str, str]) -> tuple[str | None, str]:
-    """(reasoning, the rest) of a completion's text: the reasoning is what precedes the
-    closing tag (after the opening one, when present); an unclosed reasoning block is all
-    reasoning. The environment grades only the rest."""
-    start, end = tags
-    if end in text:
-        head, _, rest = text.partition(end)
-        return head.split(start, 1)[-1].strip("\n"), rest.lstrip("\n")
-    if text.lstrip().startswith(start):
-        return text.lstrip()[len(start) :].strip("\n"), ""
-    return None, text

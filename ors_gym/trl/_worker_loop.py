@@ -1,32 +1,42 @@
 """The token worker's event loop: free-running episodes, groups scored as they end.
 
-Each episode is its own task over the worker's shared :class:`~ors_gym.tokens.Backends`
-(an ``AsyncTokenBatch`` of one row): it samples its next turn the moment its own
-tool returns, whatever the other episodes do, and gives its session back when it
-ends. A group (one row, ``num_generations`` episodes) is scored when its last
-episode ends: the ORS returns, plus the environment's ``score_group`` where it has
-one and it is asked for; advantages are normalised within the group as TRL's own
-worker does. Every sampled turn records the policy version current when it was
-sampled; a group whose oldest turn is more than ``max_staleness`` versions behind
-at scoring is dropped. The episodes in flight are bounded by a semaphore.
+Each group (one row, ``num_generations`` episodes) is an ``AsyncTokenBatch.run_free``
+over the worker's shared :class:`~ors_gym.tokens.EnvPool`: every episode samples its
+next turn the moment its own tool returns, whatever the other episodes do, and gives
+its session back when it ends. A group is scored when its last episode ends: the ORS
+returns, plus the environment's ``score_group`` where it has one and it is asked for;
+advantages are normalised within the group as TRL's own worker does. Every sampled
+turn carries the policy version current when it was sampled (``"policy_version"`` in
+the step action, kept in ``Trajectory.policy_versions``); a group whose oldest turn
+is more than ``max_staleness`` versions behind at scoring is dropped. The episodes in
+flight are bounded by a semaphore, taken a group at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ors_gym.sampling import SamplingError, TokenSampler
 from ors_gym.scoring import ascore_group
-from ors_gym.tokens import AsyncTokenBatch, Backends, EpisodeRow, Trajectory, stops
+from ors_gym.tokens import (
+    AsyncTokenBatch,
+    EndedEpisode,
+    EnvPool,
+    EpisodeRow,
+    Trajectory,
+    Turn,
+    stops,
+)
 
-__all__ = ["EpisodeResult", "GroupScorer", "LoopSettings", "run_groups"]
+__all__ = ["EpisodeResult", "GroupScorer", "LoopSettings", "play_group", "run_groups"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -50,15 +60,14 @@ class LoopSettings:
 
 @dataclass
 class EpisodeResult:
-    """One ended episode: its record, the policy version of each sampled turn (in
-    order), each step's wall time, and whether its environment scores groups."""
+    """One ended episode: its record (each turn's policy version in
+    ``policy_versions``), each step's wall time, its own wall time, and whether the
+    sampler failed it."""
 
     trajectory: Trajectory
-    versions: list[int]
     tool_s: list[float]
     wall_s: float = 0.0
     sampler_failed: bool = False
-    groups_scored: bool = False
 
 
 class _Hooks:
@@ -72,62 +81,66 @@ class _Hooks:
         self.idle = idle
 
 
-async def run_episode(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler,
-                      backends: Backends, settings: LoopSettings, hooks: _Hooks) -> EpisodeResult:
-    """Play one episode to its end, sampling each turn as soon as the last step returned."""
-    batch = AsyncTokenBatch(tokenizer, max_tokens=settings.max_tokens, backends=backends,
+async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, pool: EnvPool,
+                     settings: LoopSettings, hooks: _Hooks,
+                     ended: Callable[[], None]) -> list[EpisodeResult]:
+    """Play the group's episodes free; ``ended()`` is called as each one ends."""
+    n = settings.num_generations
+    batch = AsyncTokenBatch(tokenizer, max_tokens=settings.max_tokens, pool=pool,
                             **settings.token_kwargs)
     began = time.monotonic()
-    try:
-        (ids,), _ = await batch.reset([row])
-        traj = batch.trajectories[0]
-        result = EpisodeResult(traj, [], [])
-        if not traj.done:
-            result.groups_scored = bool(batch.envs[0].tools.supports_score_group)
-            hooks.beat()
-        while not traj.done:
-            used = sum(len(r.completion_ids) for r in traj.rows)
-            budget = settings.max_tokens - used
-            room = None if settings.max_model_len is None else settings.max_model_len - len(ids)
-            if room is not None and room < budget:
-                budget = room
-            if budget <= 0:
-                full = used >= settings.max_tokens
-                await batch.end(stops.MAX_TOKENS if full else stops.CONTEXT_OVERFLOW)
-                break
-            version = hooks.version()
-            try:
-                sample = await sampler.sample(
-                    ids, max_tokens=budget, stop_token_ids=settings.stop_ids,
-                    temperature=settings.temperature, top_p=settings.top_p, logprobs=True)
-                if sample.finish_reason == "abort":
-                    raise SamplingError("the server aborted the request")
-            except SamplingError as exc:
-                logger.warning("an episode of %s ends unsampled (env_error): %s", row.env_id, exc)
-                result.sampler_failed = True
-                await batch.end(stops.ENV_ERROR)
-                break
-            result.versions.append(version)
-            hooks.beat()
-            action = {"ids": sample.ids, "logprobs": sample.logprobs, "policy_version": version}
-            started = time.monotonic()
-            obs, *_ = await batch.step([action])
-            result.tool_s.append(time.monotonic() - started)
-            hooks.beat()
-            ids = obs[0]
-        result.wall_s = time.monotonic() - began
-        return result
-    finally:  # the session is given back even when the worker stops mid-episode
-        await asyncio.shield(batch.close())
+    returned: dict[int, float] = {}  # episode -> when its last sample came back
+    tool_s: list[list[float]] = [[] for _ in range(n)]
+    failed: set[int] = set()
+
+    async def sample(turn: Turn) -> dict[str, Any] | None:
+        if turn.index in returned:
+            tool_s[turn.index].append(time.monotonic() - returned[turn.index])
+        traj = turn.trajectory
+        budget = settings.max_tokens - sum(len(r.completion_ids) for r in traj.rows)
+        if settings.max_model_len is not None:
+            budget = min(budget, settings.max_model_len - len(turn.ids))
+        if budget <= 0:
+            return None  # no room left: the episode ends with max_tokens
+        version = hooks.version()
+        try:
+            got = await sampler.sample(
+                turn.ids, max_tokens=budget, stop_token_ids=settings.stop_ids,
+                temperature=settings.temperature, top_p=settings.top_p, logprobs=True)
+            if got.finish_reason == "abort":
+                raise SamplingError("the server aborted the request")
+        except SamplingError as exc:
+            logger.warning("an episode of %s ends unsampled (env_error): %s", row.env_id, exc)
+            failed.add(turn.index)
+            raise
+        hooks.beat()
+        returned[turn.index] = time.monotonic()
+        return {"ids": got.ids, "logprobs": got.logprobs, "policy_version": version}
+
+    results: list[EpisodeResult | None] = [None] * n
+    # run_free is an async generator: closing it ends the episodes still running
+    playing = cast("AsyncGenerator[EndedEpisode, None]", batch.run_free([row] * n, sample))
+    async with contextlib.aclosing(playing) as episodes:
+        async for done in episodes:
+            now = time.monotonic()
+            k = done.index
+            if k in returned:
+                tool_s[k].append(now - returned[k])
+            results[k] = EpisodeResult(done.trajectory, tool_s[k], now - began, k in failed)
+            ended()
+            if not done.trajectory.failed:
+                hooks.beat()
+    return [r for r in results if r is not None]
 
 
 class GroupScorer:
     """A group's rewards and advantages, and TRL's ``RolloutSample`` of each trained row."""
 
-    def __init__(self, settings: LoopSettings, backends: Backends, sample_class: type) -> None:
+    def __init__(self, settings: LoopSettings, pool: EnvPool, sample_class: type) -> None:
         self.settings = settings
-        self.backends = backends
+        self.pool = pool
         self.sample_class = sample_class
+        self._unsupported: set[str] = set()  # environments known not to score groups
 
     async def rewards(self, row: EpisodeRow, results: Sequence[EpisodeResult]
                       ) -> tuple[list[float], list[float] | None]:
@@ -137,16 +150,19 @@ class GroupScorer:
         rewards = [r.trajectory.reward if ok else math.nan for r, ok in zip(results, graded,
                                                                           strict=True)]
         wanted = self.settings.score_group
-        supported = any(r.groups_scored for r in results)
-        if wanted is False or not supported or not any(graded):
-            if wanted and not supported:
-                raise ValueError(f"score_group=True, but {row.env_id} does not score groups "
-                                 "(its tools list says supports_score_group=false)")
+        key = f"{row.env_id} {sorted(row.env_kwargs.items())!r}"
+        if wanted is False or not any(graded) or (wanted is None and key in self._unsupported):
             return rewards, None
         members = [r.trajectory.messages for r, ok in zip(results, graded, strict=True) if ok]
-        scorer = self.backends.env(row)
+        scorer = self.pool.env(row)  # a session of the task's own to score in
         try:
             await scorer.reset(seed=row.seed, options=row.options)
+            if not scorer.tools.supports_score_group:
+                if wanted:
+                    raise ValueError(f"score_group=True, but {row.env_id} does not score "
+                                     "groups (its tools list says supports_score_group=false)")
+                self._unsupported.add(key)
+                return rewards, None
             scores = iter(await ascore_group(scorer, members))
         finally:
             await scorer.close()
@@ -175,7 +191,7 @@ class GroupScorer:
                        "rewards/ors_return": float(traj.reward)}
             if group is not None:
                 metrics["rewards/ors_group_score"] = float(group[k])
-            for row, versions in _row_versions(traj, result.versions, current):
+            for row, versions in _row_versions(traj, current):
                 if not any(row.mask):
                     continue
                 prompt = [0] * len(row.prompt_ids)
@@ -203,16 +219,11 @@ def _first_assistant(messages: list[dict[str, Any]], start: int) -> int:
                  if messages[i].get("role") == "assistant"), len(messages))
 
 
-def _row_versions(traj: Trajectory, versions: list[int], current: int
-                  ) -> Iterator[tuple[Any, list[int]]]:
-    """Each row with the versions of the turns sampled in it (the episode's all, when the
-    rows' turn counts do not add up to the versions recorded)."""
-    exact = sum(r.turns for r in traj.rows) == len(versions)
-    start = 0
-    for row in traj.rows:
-        mine = versions[start : start + row.turns] if exact else versions
-        start += row.turns
-        yield row, (mine or [current])
+def _row_versions(traj: Trajectory, current: int) -> Iterator[tuple[Any, list[int]]]:
+    """Each row with the policy versions of the turns sampled in it."""
+    for k, row in enumerate(traj.rows):
+        versions = [v for v in traj.row_versions(k) if v is not None]
+        yield row, (versions or [current])
 
 
 def repeat_rows(rows: Sequence[EpisodeRow]) -> Iterator[tuple[int, EpisodeRow]]:
@@ -223,48 +234,44 @@ def repeat_rows(rows: Sequence[EpisodeRow]) -> Iterator[tuple[int, EpisodeRow]]:
 async def run_groups(rows: Sequence[EpisodeRow], tokenizer: Any, sampler: TokenSampler,
                      settings: LoopSettings, hooks: _Hooks, sample_class: type,
                      fatal: Callable[[BaseException], None]) -> None:
-    """Start episodes as slots free up, group by group, until cancelled; each group is
-    scored and emitted by a task of its own. On the way out every episode is cancelled and
-    its session given back, and the backends are closed."""
-    backends = Backends()
-    scorer = GroupScorer(settings, backends, sample_class)
+    """Start a group whenever its episodes fit under ``max_episodes``, until cancelled (or
+    ``max_groups`` played); each group is played, scored and emitted by a task of its own.
+    On the way out every episode is cancelled and its session given back, and the pool
+    is closed."""
+    pool = EnvPool()
+    scorer = GroupScorer(settings, pool, sample_class)
     slots = asyncio.Semaphore(settings.max_episodes)
     tasks: set[asyncio.Task[Any]] = set()
 
-    def track(task: asyncio.Task[Any]) -> None:
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
+    async def group(group_id: int, row: EpisodeRow) -> None:
+        began, freed = time.monotonic(), 0
 
-    async def episode(row: EpisodeRow) -> EpisodeResult:
-        try:
-            return await run_episode(row, tokenizer, sampler, backends, settings, hooks)
-        finally:
+        def ended() -> None:
+            nonlocal freed
+            freed += 1
             slots.release()
 
-    async def group(group_id: int, row: EpisodeRow, episodes: list[asyncio.Task[EpisodeResult]],
-                    began: float) -> None:
         try:
-            results = await asyncio.gather(*episodes)
+            results = await play_group(row, tokenizer, sampler, pool, settings, hooks, ended)
             await _score(scorer, group_id, row, results, hooks, settings, began)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # a bug or bad input, not an episode's failure
             fatal(exc)
             raise
+        finally:
+            for _ in range(settings.num_generations - freed):
+                slots.release()
 
     try:
         for group_id, row in repeat_rows(rows):
             if settings.max_groups is not None and group_id >= settings.max_groups:
                 break
-            episodes: list[asyncio.Task[EpisodeResult]] = []
             for _ in range(settings.num_generations):
                 await slots.acquire()
-                if not episodes:
-                    began = time.monotonic()
-                task = asyncio.create_task(episode(row))
-                track(task)
-                episodes.append(task)
-            track(asyncio.create_task(group(group_id, row, episodes, began)))
+            task = asyncio.create_task(group(group_id, row))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
         while tasks:  # max_groups played: the last groups finish, then the loop idles
             await asyncio.gather(*list(tasks), return_exceptions=True)
         hooks.idle()
@@ -274,14 +281,14 @@ async def run_groups(rows: Sequence[EpisodeRow], tokenizer: Any, sampler: TokenS
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        await asyncio.shield(backends.aclose())
+        await asyncio.shield(pool.aclose())
 
 
 async def _score(scorer: GroupScorer, group_id: int, row: EpisodeRow,
                  results: list[EpisodeResult], hooks: _Hooks, settings: LoopSettings,
                  began: float) -> None:
     current = hooks.version()
-    versions = [v for r in results for v in r.versions]
+    versions = [v for r in results for v in r.trajectory.policy_versions if v is not None]
     n = len(results)
     report: dict[str, Any] = {
         f"rollout/stop_{reason}_frac": (float(sum(r.trajectory.stop_reason == reason
@@ -291,7 +298,7 @@ async def _score(scorer: GroupScorer, group_id: int, row: EpisodeRow,
     if latencies:
         report["rollout/tool_latency_s"] = (sum(latencies), float(len(latencies)))
         report["rollout/tool_latency_max_s"] = max(latencies)
-    report["rollout/turns_mean"] = (float(sum(len(r.versions) for r in results)), float(n))
+    report["rollout/turns_mean"] = (float(sum(r.trajectory.turns for r in results)), float(n))
     # a group's wall time against its slowest episode's own: what waiting for the group cost
     report["rollout/group_s"] = time.monotonic() - began
     report["rollout/episode_s_max"] = max(r.wall_s for r in results)

@@ -6,7 +6,8 @@ TRL's asynchronous trainer takes any rollout worker with ``start``, ``stop``,
 ``num_generations`` episodes as exact token episodes (``ors_gym.tokens``: every model
 family read as ``TokenEnv`` reads it), sampling from a token-in/token-out server
 (:mod:`ors_gym.sampling`: vLLM's ``/v1/completions``, SGLang's ``/generate``). Its
-event loop runs in a thread of its own; episodes run free (see ``_worker_loop``).
+event loop runs in a thread of its own; each group's episodes run free
+(``AsyncTokenBatch.run_free``, see ``_worker_loop``).
 Needs the ``trl`` extra for TRL's ``RolloutSample``.
 """
 
@@ -41,10 +42,12 @@ class OrsRolloutWorker:
     (``renderer``, ``system`` and ``chat_template_kwargs`` are ``TokenEnv``'s).
     ``sampler``: a :class:`~ors_gym.sampling.TokenSampler` (the worker closes its client
     when it stops). ``max_tokens``: each episode's sampled-token budget (all turns);
-    ``max_model_len``: the server's context, so no turn asks past it. ``max_episodes``:
-    episodes in flight at once. ``max_staleness``: a group whose oldest turn is more
-    versions behind the live policy than this when it is scored is dropped (set it to the
-    trainer's ``max_staleness``; None keeps every group). ``score_group``: add the
+    ``max_model_len``: the server's context, so no turn asks past it (an episode with no
+    room left ends with ``max_tokens``). ``max_episodes``: episodes in flight at once (at
+    least ``num_generations``: a group starts when all its episodes fit).
+    ``max_staleness``: a group whose oldest turn is more versions behind the live policy
+    than this when it is scored is dropped (set it to the trainer's ``max_staleness``;
+    None keeps every group). ``score_group``: add the
     environment's ``score_group`` to the returns (None: where the environment has one).
     ``queue_maxsize``: the ``rollout_buffer``'s bound (0: none); a full buffer holds
     scoring back. ``max_groups``: play this many groups, then idle (None: cycle the rows
@@ -75,6 +78,9 @@ class OrsRolloutWorker:
                             ("max_episodes", max_episodes)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if max_episodes < num_generations:
+            raise ValueError(f"max_episodes ({max_episodes}) must be at least num_generations "
+                             f"({num_generations}): a group's episodes start together")
         if max_groups is not None and (not isinstance(max_groups, int) or max_groups < 1):
             raise ValueError(f"max_groups must be a positive int or None, got {max_groups!r}")
         if max_staleness is not None and max_staleness < 0:
@@ -132,8 +138,8 @@ class OrsRolloutWorker:
         self._ready.wait(_STOP_TIMEOUT_S)
 
     def stop(self) -> None:
-        """Cancel every episode (each gives its session back), close the backends and the
-        sampler's client, and end the thread. Safe twice."""
+        """Cancel every episode (each gives its session back), close the environment pool
+        and the sampler's client, and end the thread. Safe twice."""
         thread, loop, main = self._thread, self._loop, self._main
         self._stopping = True
         if thread is None:

@@ -363,8 +363,10 @@ def test_grpo_trains_on_the_token_episodes_rollout_func_sampled(
             trajectory = out["ors_trajectory"][k]
             # TRL trains on the last row with sampled ids (one row unless history was rewritten)
             last = max(r for r, row in enumerate(trajectory.rows) if row.completion_ids)
-            assert trajectory.to_trl(last) == {key: out[key][k] for key in (
-                "prompt_ids", "completion_ids", "logprobs", "env_mask")}
+            fields = trajectory.to_trl(last)
+            assert {key: fields[key] for key in out if key in fields} == {
+                key: out[key][k] for key in ("prompt_ids", "completion_ids", "logprobs",
+                                             "env_mask")}
             mask = out["env_mask"][k]
             # Logprobs: the sampled ids' log-probabilities under the model that sampled them.
             sampled = [a for a, m in zip(out["logprobs"][k], mask, strict=True) if m]

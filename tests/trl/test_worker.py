@@ -254,13 +254,14 @@ def test_stop_mid_episode_gives_every_session_back(tok: Any, relay: list[Episode
     Relay.SLOW.clear()  # every episode's tool hangs until stop
     with TokenServer(tok, lambda p, t: _end(tok, tool_call_text("go", {"speed": "slow"}))) as s:
         worker = OrsRolloutWorker(relay, tok, VllmCompletions(s.base_url, "tiny"),
-                                  num_generations=2, max_episodes=3)
+                                  num_generations=2, max_episodes=5)
         worker.start()
-        for _ in range(int(BOUND_S * 100)):  # until three tools hang
-            if Relay.slow_running == 3:
+        for _ in range(int(BOUND_S * 100)):  # until two groups' tools hang
+            if Relay.slow_running == 4:
                 break
             threading.Event().wait(0.01)
-        assert Relay.slow_running == 3 and Relay.live == 3  # the episode bound holds
+        # the episode bound holds: a third group's two episodes do not fit in the fifth slot
+        assert Relay.slow_running == 4 and Relay.live == 4
         worker.check_health(60.0)
         worker.stop()
         worker.stop()
@@ -391,4 +392,38 @@ def test_group_scores_are_added_where_the_environment_scores_groups(tok: Any) ->
     std = (sum((r - mean) ** 2 for r in rewards) / 3) ** 0.5
     assert sorted(s.advantage for s in samples) == pytest.approx(
         [(r - mean) / (std + 1e-8) for r in rewards])
+    assert worker.rollout_buffer.empty() and Relay.live == 0
+
+
+def test_a_refused_sample_ends_its_episode_ungraded(tok: Any, relay: list[EpisodeRow],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The server refuses the group's first request: that episode ends (env_error, with
+    a WARNING naming the endpoint), the other is scored alone (advantage 0)."""
+    from tests._token_server import Fail
+
+    Relay.SLOW.set()
+    refused: list[int] = []
+
+    def script(prompt: list[int], text: str) -> Any:
+        if not refused:
+            refused.append(1)
+            return Fail(503, "overloaded")
+        if "went" in text:
+            return _end(tok, tool_call_text("answer", {"text": "yes"}))
+        return _end(tok, tool_call_text("go", {"speed": "fast"}))
+
+    with TokenServer(tok, script) as server, caplog.at_level("WARNING", logger="ors_gym"):
+        worker = OrsRolloutWorker(relay[:1], tok, VllmCompletions(server.base_url, "tiny"),
+                                  num_generations=2, max_groups=1)
+        worker.start()
+        try:
+            (sample,) = _drain(worker.rollout_buffer, 1)
+        finally:
+            worker.stop()
+    report = worker.metrics_queue.get_nowait()
+    assert report["rollout/sampler_errors_total"] == 1.0
+    assert report["rollout/stop_env_error_frac"] == (1.0, 2.0)
+    assert sample.advantage == 0.0 and sample.metrics["reward"] == 1.0
+    assert any("answered 503" in r.getMessage() and "/v1/completions" in r.getMessage()
+               for r in caplog.records)
     assert worker.rollout_buffer.empty() and Relay.live == 0
