@@ -68,6 +68,7 @@ class EpisodeResult:
     tool_s: list[float]
     wall_s: float = 0.0
     sampler_failed: bool = False
+    overflowed: bool = False  # the model's context had no room left for a turn
 
 
 class _Hooks:
@@ -92,16 +93,20 @@ async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, poo
     returned: dict[int, float] = {}  # episode -> when its last sample came back
     tool_s: list[list[float]] = [[] for _ in range(n)]
     failed: set[int] = set()
+    overflowed: set[int] = set()
 
     async def sample(turn: Turn) -> dict[str, Any] | None:
         if turn.index in returned:
             tool_s[turn.index].append(time.monotonic() - returned[turn.index])
         traj = turn.trajectory
         budget = settings.max_tokens - sum(len(r.completion_ids) for r in traj.rows)
+        if settings.max_model_len is not None and settings.max_model_len - len(turn.ids) <= 0:
+            overflowed.add(turn.index)  # ungraded: the model cannot go on (max_tokens)
+            return None
         if settings.max_model_len is not None:
             budget = min(budget, settings.max_model_len - len(turn.ids))
         if budget <= 0:
-            return None  # no room left: the episode ends with max_tokens
+            return None  # the episode's token budget is used up: it ends with max_tokens
         version = hooks.version()
         try:
             got = await sampler.sample(
@@ -126,7 +131,8 @@ async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, poo
             k = done.index
             if k in returned:
                 tool_s[k].append(now - returned[k])
-            results[k] = EpisodeResult(done.trajectory, tool_s[k], now - began, k in failed)
+            results[k] = EpisodeResult(done.trajectory, tool_s[k], now - began, k in failed,
+                                       k in overflowed)
             ended()
             if not done.trajectory.failed:
                 hooks.beat()
@@ -145,7 +151,7 @@ class GroupScorer:
     async def rewards(self, row: EpisodeRow, results: Sequence[EpisodeResult]
                       ) -> tuple[list[float], list[float] | None]:
         """Each episode's reward (NaN where nothing can be graded) and the group scores."""
-        graded = [not (r.sampler_failed or r.trajectory.failed
+        graded = [not (r.sampler_failed or r.overflowed or r.trajectory.failed
                        or r.trajectory.stop_reason == stops.CONTEXT_OVERFLOW) for r in results]
         rewards = [r.trajectory.reward if ok else math.nan for r, ok in zip(results, graded,
                                                                           strict=True)]
@@ -191,6 +197,8 @@ class GroupScorer:
                        "rewards/ors_return": float(traj.reward)}
             if group is not None:
                 metrics["rewards/ors_group_score"] = float(group[k])
+            for name, part in traj.reward_parts.items():  # the environment's named parts
+                metrics[f"reward_parts/{name}"] = float(part)
             for row, versions in _row_versions(traj, current):
                 if not any(row.mask):
                     continue
@@ -303,6 +311,7 @@ async def _score(scorer: GroupScorer, group_id: int, row: EpisodeRow,
     report["rollout/group_s"] = time.monotonic() - began
     report["rollout/episode_s_max"] = max(r.wall_s for r in results)
     report["rollout/sampler_errors_total"] = float(sum(r.sampler_failed for r in results))
+    report["rollout/context_full_total"] = float(sum(r.overflowed for r in results))
     stale = (settings.max_staleness is not None and bool(versions)
              and current - min(versions) > settings.max_staleness)
     if stale:

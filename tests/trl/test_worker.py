@@ -108,8 +108,9 @@ class Relay(Environment):
     @tool
     async def answer(self, params: Reply) -> ToolOutput:
         """Answer; the episode ends."""
-        return ToolOutput(blocks=[TextBlock(text="noted")], reward=float(params.text == "yes"),
-                          finished=True)
+        right = float(params.text == "yes")
+        return ToolOutput(blocks=[TextBlock(text="noted")], reward=right, finished=True,
+                          metadata={"reward_parts": {"right": right, "brief": 0.5}})
 
 
 @pytest.fixture(scope="module")
@@ -207,6 +208,8 @@ def test_samples_are_exactly_what_was_sampled_and_episodes_run_free(
     assert sorted(s.advantage for s in samples) == pytest.approx([-1.0, 1.0])
     rewards = {s.metrics["reward"]: s for s in samples}
     assert rewards[1.0].advantage > 0 > rewards[0.0].advantage
+    for r, s in rewards.items():  # the environment's named parts ride along
+        assert s.metrics["reward_parts/right"] == r and s.metrics["reward_parts/brief"] == 0.5
     for s in samples:
         assert _check_against_server(tok, s, server.requests) == 2
         assert s.prompt[0]["role"] in ("system", "user") and s.completion[0]["role"] == "assistant"
@@ -426,4 +429,36 @@ def test_a_refused_sample_ends_its_episode_ungraded(tok: Any, relay: list[Episod
     assert sample.advantage == 0.0 and sample.metrics["reward"] == 1.0
     assert any("answered 503" in r.getMessage() and "/v1/completions" in r.getMessage()
                for r in caplog.records)
+    assert worker.rollout_buffer.empty() and Relay.live == 0
+
+
+def test_a_context_without_room_ends_episodes_ungraded(tok: Any,
+                                                      relay: list[EpisodeRow]) -> None:
+    """``max_model_len`` leaves room for the first turn only (measured on a first group
+    played in full): each episode's second turn cannot be asked for, so the episodes end
+    ungraded and the group gives no sample."""
+    Relay.SLOW.set()
+
+    def script(prompt: list[int], text: str) -> str:
+        if "went" in text:
+            return _end(tok, tool_call_text("answer", {"text": "yes"}))
+        return _end(tok, tool_call_text("go", {"speed": "fast"}))
+
+    reports = []
+    with TokenServer(tok, script) as server:
+        for room in (None, 0):
+            first = len(server.requests[0].prompt_ids) if server.requests else 0
+            limit = None if room is None else first + 32  # the first reply fits, no more
+            worker = OrsRolloutWorker(relay[:1], tok, VllmCompletions(server.base_url, "tiny"),
+                                      num_generations=2, max_groups=1, max_model_len=limit)
+            worker.start()
+            try:
+                reports.append(worker.metrics_queue.get(timeout=BOUND_S))
+            finally:
+                worker.stop()
+    full, cut = reports
+    assert full["rollout/context_full_total"] == 0.0 and full["rollout/turns_mean"][0] == 4.0
+    assert cut["rollout/context_full_total"] == 2.0 and cut["rollout/turns_mean"][0] == 2.0
+    assert cut["rollout/stop_max_tokens_frac"] == (2.0, 2.0)
+    assert all(r.body["max_tokens"] == 32 for r in server.requests[4:])
     assert worker.rollout_buffer.empty() and Relay.live == 0
