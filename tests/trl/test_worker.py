@@ -462,3 +462,23 @@ def test_a_context_without_room_ends_episodes_ungraded(tok: Any,
     assert cut["rollout/stop_max_tokens_frac"] == (2.0, 2.0)
     assert all(r.body["max_tokens"] == 32 for r in server.requests[4:])
     assert worker.rollout_buffer.empty() and Relay.live == 0
+
+
+def test_an_orsspec_gives_its_rows_and_bad_arguments_are_named(
+        tok: Any, relay: list[EpisodeRow]) -> None:
+    from ors_gym.trl import OrsSpec
+
+    url = relay[0].env_kwargs["base_url"]
+    spec = OrsSpec("ors/Relay-v0", base_url=url, token_kwargs={"system": "Be brief."})
+    sampler = VllmCompletions("http://127.0.0.1:9", "tiny")
+    worker = OrsRolloutWorker(spec, tok, sampler)
+    assert worker._rows == [EpisodeRow("ors/Relay-v0", {"base_url": url},
+                                       {"index": i, "split": "train"}) for i in (0, 1)]
+    assert worker.settings.token_kwargs["system"] == "Be brief."
+    assert tok.convert_tokens_to_ids("<|im_end|>") in worker.settings.stop_ids
+    with pytest.raises(ValueError, match=r"max_episodes \(4\) must be at least num_generations"):
+        OrsRolloutWorker(relay, tok, sampler, num_generations=8, max_episodes=4)
+    with pytest.raises(TypeError, match="sampler must be a TokenSampler"):
+        OrsRolloutWorker(relay, tok, object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="source has no rows"):
+        OrsRolloutWorker([], tok, sampler)
