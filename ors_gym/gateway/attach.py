@@ -76,10 +76,10 @@ def stop_reason_of(terminated: bool, truncated: bool) -> str:
     return stop_reasons.COMPLETED if terminated and not truncated else stop_reasons.MAX_TURNS
 
 
-class CaptureEpisodes(gym.Wrapper):  # type: ignore[type-arg]
+class CaptureEpisodes(gym.Wrapper):
     """``env`` (an ``OrsEnv``, maybe wrapped) with a capture session per episode."""
 
-    def __init__(self, env: gym.Env, gateway: Gateway, *,  # type: ignore[type-arg]
+    def __init__(self, env: gym.Env, gateway: Gateway, *,
                  overrides: bool | None = None) -> None:
         super().__init__(env)
         core = getattr(env.unwrapped, "_core", None)

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ors_gym.sampling import Sample
+from ors_gym.sampling import FinishReason, Sample
 
 __all__ = ["TransformersSampler"]
 
@@ -59,7 +59,7 @@ class TransformersSampler:
         if want_logprobs:
             lps = [float(torch.log_softmax(out.scores[i][0].float(), dim=-1)[t])
                    for i, t in enumerate(ids)]
-        finish = "stop" if ids and ids[-1] in eos else "length"
+        finish: FinishReason = "stop" if ids and ids[-1] in eos else "length"
         return Sample(ids=ids, logprobs=lps, finish_reason=finish)
 
     async def aclose(self) -> None:

@@ -139,6 +139,7 @@ def anthropic_events(reply: Reply) -> Iterator[str]:
     yield event("message_start", {"message": start})
     for i, block in enumerate(whole["content"]):
         kind = block["type"]
+        opened: dict[str, Any]
         if kind == "thinking":
             opened, delta = ({"type": "thinking", "thinking": "", "signature": ""},
                              {"type": "thinking_delta", "thinking": block["thinking"]})
@@ -146,7 +147,8 @@ def anthropic_events(reply: Reply) -> Iterator[str]:
             opened, delta = ({"type": "text", "text": ""},
                              {"type": "text_delta", "text": block["text"]})
         else:
-            opened = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            opened = {"type": "tool_use", "id": block["id"], "name": block["name"]}
+            opened["input"] = {}
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
         yield event("content_block_start", {"index": i, "content_block": opened})
         yield event("content_block_delta", {"index": i, "delta": delta})
