@@ -1,10 +1,9 @@
 """The gateway: capture sessions over one tokenizer, one bridge and one token sampler.
 
 A :class:`Gateway` is used in-process (``open_session``, ``trajectory``,
-``close``, ``drop``) and served as an ASGI app (``gateway.app``, see
-:mod:`ors_gym.gateway.app`). One model turn (:meth:`Gateway.turn`): the session's
-lock is taken (its turns run one at a time, sessions run concurrently), the
-request's prompt is planned (append-only where it continues the row), a slot of
+``close``, ``drop``) and served as an ASGI app (:func:`ors_gym.gateway.app.build_app`).
+One model turn (:meth:`Gateway.turn`): the session's lock is taken (its turns run one
+at a time, sessions run concurrently), the request's prompt is planned (append-only where it continues the row), a slot of
 ``max_in_flight`` is taken for the sampler, the completion is parsed by the
 family's rules into the reply, and only then is the turn recorded.
 """
@@ -97,7 +96,6 @@ class Gateway:
         self._turn_locks: dict[str, asyncio.Lock] = {}
         self._lock = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
-        self._app: Any = None
 
     def __repr__(self) -> str:
         return (f"Gateway(model={self.model!r}, renderer={self.bridge.name!r}, "
@@ -225,15 +223,6 @@ class Gateway:
         if session is None:
             raise GatewayError(404, f"no capture session {sid!r}", code="session_not_found")
         return session
-
-    @property
-    def app(self) -> Any:
-        """The ASGI app serving this gateway (built once; needs starlette)."""
-        if self._app is None:
-            from ors_gym.gateway.app import build_app
-
-            self._app = build_app(self)
-        return self._app
 
 
 def _check_sample(sample: Sample, vocab_size: int) -> str | None:

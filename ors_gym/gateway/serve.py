@@ -27,7 +27,7 @@ class GatewayThread:
         from ors_gym.gateway.app import build_app
 
         self.gateway = gateway
-        app = gateway.app if admin_key is None else build_app(gateway, admin_key=admin_key)
+        app = build_app(gateway, admin_key=admin_key)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                                 access_log=False, lifespan="off", timeout_keep_alive=60)
         self._server = uvicorn.Server(config)
