@@ -138,7 +138,7 @@ def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
                         "return_token_ids": True, "logprobs": 0}).raise_for_status()
                     b_round.append(time.perf_counter() - start)
                     _next(messages, answer, turn)
-                gateway.drop(session.id)
+                gateway.drop_session(session.id)
                 through.append(g_round)
                 direct.append(b_round)
     through, direct = through[1:], direct[1:]

@@ -87,7 +87,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
         sid = request.path_params["sid"]
         try:
             if request.method == "DELETE":
-                gateway.drop(sid)
+                gateway.drop_session(sid)
                 return Response(status_code=204)
             return JSONResponse(trajectory_json(gateway.trajectory(sid)))
         except GatewayError as exc:
@@ -109,7 +109,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
                                           "episode's step rewards)"}, status_code=400)
         stop = body.get("stop_reason", "completed")
         try:
-            traj = gateway.close(request.path_params["sid"], rewards, stop_reason=str(stop))
+            traj = gateway.close_session(request.path_params["sid"], rewards, stop_reason=str(stop))
         except GatewayError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
         except ValueError as exc:

@@ -65,8 +65,8 @@ class _Episodes:
     def finish(self, reason: str) -> Trajectory:
         assert self.session is not None
         sid, self.session = self.session.id, None
-        traj = self.gateway.close(sid, self.rewards, stop_reason=reason)
-        self.gateway.drop(sid)
+        traj = self.gateway.close_session(sid, self.rewards, stop_reason=reason)
+        self.gateway.drop_session(sid)
         self.trajectories.append(traj)
         return traj
 

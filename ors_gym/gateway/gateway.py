@@ -1,11 +1,12 @@
 """The gateway: capture sessions over one tokenizer, one bridge and one token sampler.
 
 A :class:`Gateway` is used in-process (``open_session``, ``trajectory``,
-``close``, ``drop``) and served as an ASGI app (:func:`ors_gym.gateway.app.build_app`).
-One model turn (:meth:`Gateway.turn`): the session's lock is taken (its turns run one
-at a time, sessions run concurrently), the request's prompt is planned (append-only where it continues the row), a slot of
-``max_in_flight`` is taken for the sampler, the completion is parsed by the
-family's rules into the reply, and only then is the turn recorded.
+``close_session``, ``drop_session``) and served as an ASGI app
+(:func:`ors_gym.gateway.app.build_app`). One model turn (:meth:`Gateway.turn`): the
+session's lock is taken (its turns run one at a time, sessions run concurrently), the
+request's prompt is planned (append-only where it continues the row), a slot of
+``max_in_flight`` is taken for the sampler, the completion is parsed by the family's
+rules into the reply, and only then is the turn recorded.
 """
 
 from __future__ import annotations
@@ -123,11 +124,11 @@ class Gateway:
         with self._lock:
             return copy.deepcopy(session.trajectory)
 
-    def close(self, sid: str, rewards: Sequence[float] = (), *,
+    def close_session(self, sid: str, rewards: Sequence[float] = (), *,
               stop_reason: str = "completed") -> Trajectory:
         """End session ``sid`` with its episode's ``rewards`` (each step's, the ORS return
         their sum): no more model requests are served for it; its trajectory (a copy) is
-        returned and stays readable until :meth:`drop`."""
+        returned and stays readable until :meth:`drop_session`."""
         if stop_reason not in stops.STOP_REASONS:
             raise ValueError(f"stop_reason={stop_reason!r}; choose one of {stops.STOP_REASONS}")
         session = self._get(sid)
@@ -135,7 +136,7 @@ class Gateway:
             session.finish(self.bridge, list(rewards), stop_reason)
             return copy.deepcopy(session.trajectory)
 
-    def drop(self, sid: str) -> None:
+    def drop_session(self, sid: str) -> None:
         """Forget session ``sid`` (open or closed)."""
         with self._lock:
             session = self._sessions.pop(sid, None)

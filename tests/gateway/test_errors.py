@@ -82,7 +82,7 @@ def held(gateway: Any, script: Any, tok: Any) -> Iterator[tuple[Any, dict[str, A
     with httpx.Client(base_url=gateway.url) as http:
         assert http.post(_path(session, "openai"), json=_body("openai", {})).status_code == 200
     yield session, trajectory_json(gateway.trajectory(session.id))
-    gateway.drop(session.id)
+    gateway.drop_session(session.id)
 
 
 @pytest.mark.parametrize(("name", "wire", "change", "status", "code"), CASES,
@@ -161,11 +161,11 @@ def test_a_prompt_over_the_context_length(small: Gateway, script: Any, tok: Any)
 def test_a_closed_session_takes_no_more_turns(gateway: Any, held: tuple[Any, dict[str, Any]]
                                               ) -> None:
     session, _ = held
-    closed = trajectory_json(gateway.close(session.id, [1.0]))
+    closed = trajectory_json(gateway.close_session(session.id, [1.0]))
     client = anthropic.Anthropic(base_url=session.anthropic_base_url, api_key=session.api_key,
                                  max_retries=0)
     with pytest.raises(anthropic.NotFoundError, match="closed"):
         client.messages.create(model="tiny", max_tokens=32, messages=[USER])
     assert trajectory_json(gateway.trajectory(session.id)) == closed
     with pytest.raises(ValueError, match="stop_reason"):
-        gateway.close(session.id, [1.0], stop_reason="finished")
+        gateway.close_session(session.id, [1.0], stop_reason="finished")

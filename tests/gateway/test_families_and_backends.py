@@ -119,7 +119,7 @@ def test_a_local_transformers_model(tok: Any) -> None:
                                max_retries=0)
         reply = client.chat.completions.create(
             model="tiny", messages=[{"role": "user", "content": "Hi"}], temperature=0)
-    traj = gw.close(session.id, [0.0])
+    traj = gw.close_session(session.id, [0.0])
     row = traj.rows[0]
     assert reply.usage is not None and sum(row.mask) == reply.usage.completion_tokens <= 12
     assert len(row.logprobs) == len(row.completion_ids)

@@ -212,8 +212,8 @@ def test_a_rewritten_history_starts_a_new_row(
         tools = [*TOOLS, {"type": "function", "function": {"name": "reset",
                           "description": "Zero.", "parameters": {"type": "object"}}}]
     _chat(session, messages, tools)
-    traj = gateway.close(session.id, [1.0])
-    gateway.drop(session.id)
+    traj = gateway.close_session(session.id, [1.0])
+    gateway.drop_session(session.id)
     assert len(traj.rows) == 2 and traj.turns == 3 and traj.reward == 1.0
     first = traj.rows[0]
     assert first.ids[: len(before.rows[0].ids)] == before.rows[0].ids  # kept as it was
@@ -285,8 +285,8 @@ def test_the_session_api_over_http_and_the_api_key_alone(
 
 def test_json_round_trip_keeps_every_field(gateway: Any, script: Any, tok: Any) -> None:
     session, _ = _two_turns(gateway, script, tok)
-    traj = gateway.close(session.id, [0.0, 1.0])
-    gateway.drop(session.id)
+    traj = gateway.close_session(session.id, [0.0, 1.0])
+    gateway.drop_session(session.id)
     back = trajectory_from_json(json.loads(json.dumps(trajectory_json(traj))))
     assert back.to_trl() == traj.to_trl() and back.to_skyrl() == traj.to_skyrl()
     assert back.messages == traj.messages and back.reward == 1.0
