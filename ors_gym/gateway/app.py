@@ -148,7 +148,7 @@ async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Respons
     if not turn.stream:
         body = openai_completion(reply) if wire == "openai" else anthropic_message(reply)
         return JSONResponse(body)
-    events = (openai_chunks(reply, include_usage=True) if wire == "openai"
+    events = (openai_chunks(reply) if wire == "openai"
               else anthropic_events(reply))
     return StreamingResponse(events, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})

@@ -176,8 +176,7 @@ class Gateway:
                 raise GatewayError(404, f"capture session {session.id} is closed",
                                    code="session_closed")
             plan = session.plan(self.bridge, request.messages, request.tools)
-            budget = self._budget(len(plan.prompt))
-            max_tokens = min(request.max_tokens or self.max_tokens, budget)
+            max_tokens = self._budget(len(plan.prompt), request.max_tokens or self.max_tokens)
             sample = await self._sample(plan.prompt, max_tokens, request)
             parsed = self.bridge.parse(plan.prompt, list(sample.ids), request.tools)
             turn = read_turn(parsed, session.trajectory.turns + 1)
@@ -187,16 +186,17 @@ class Gateway:
                 session.commit(self.bridge, plan, sample, turn)
             return reply
 
-    def _budget(self, prompt: int) -> int:
+    def _budget(self, prompt: int, asked: int) -> int:
+        """The turn's token budget: what was asked, within what the context leaves."""
         if self.context_length is None:
-            return self.max_tokens
+            return asked
         budget = self.context_length - prompt
         if budget < 1:
             raise GatewayError(
                 400, f"the prompt is {prompt} tokens, at or over the model's context length "
                      f"of {self.context_length}: shorten the conversation (compact it)",
                 code="context_length_exceeded", param="messages")
-        return budget
+        return min(asked, budget)
 
     async def _sample(self, prompt: list[int], max_tokens: int, request: TurnRequest) -> Sample:
         if self._slots is None:

@@ -73,8 +73,10 @@ def openai_completion(reply: Reply) -> dict[str, Any]:
     }
 
 
-def openai_chunks(reply: Reply, *, include_usage: bool = True) -> Iterator[str]:
-    """The reply as ``chat.completion.chunk`` SSE lines, ending ``data: [DONE]``."""
+def openai_chunks(reply: Reply) -> Iterator[str]:
+    """The reply as ``chat.completion.chunk`` SSE lines: the message's parts, the finish
+    reason, a last chunk with ``usage`` (always: a trainer's harness reads the counts),
+    then ``data: [DONE]``."""
     head = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
             "created": int(time.time()), "model": reply.model}
 
@@ -94,8 +96,7 @@ def openai_chunks(reply: Reply, *, include_usage: bool = True) -> Iterator[str]:
         yield chunk({"tool_calls": [{"index": i, "function": {
             "arguments": json.dumps(c["arguments"])}}]})
     yield chunk({}, _openai_finish(reply))
-    if include_usage:
-        yield f"data: {json.dumps({**head, 'choices': [], 'usage': _usage(reply)})}\n\n"
+    yield f"data: {json.dumps({**head, 'choices': [], 'usage': _usage(reply)})}\n\n"
     yield "data: [DONE]\n\n"
 
 

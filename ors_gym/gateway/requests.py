@@ -38,7 +38,6 @@ class TurnRequest:
     temperature: float
     top_p: float
     stream: bool
-    include_usage: bool
 
 
 def read_request(body: Any, wire: Wire) -> TurnRequest:
@@ -67,7 +66,6 @@ def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
                            param="tool_choice")
     _no_stop(body.get("stop"), "stop")
     tools = [_openai_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
-    options = body.get("stream_options") or {}
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     return TurnRequest(
         wire="openai",
@@ -78,7 +76,6 @@ def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
         temperature=_number(body.get("temperature"), "temperature", 1.0),
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
-        include_usage=bool(isinstance(options, Mapping) and options.get("include_usage")),
     )
 
 
@@ -108,7 +105,6 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
         temperature=_number(body.get("temperature"), "temperature", 1.0),
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
-        include_usage=True,
     )
 
 

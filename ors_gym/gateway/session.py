@@ -62,8 +62,8 @@ class CaptureSession:
     """One agent's capture session: its id and key, trajectory and last row's state."""
 
     id: str
-    key: str
-    trajectory: Trajectory
+    key: str = field(repr=False)  # a credential: never shown
+    trajectory: Trajectory = field(repr=False)
     closed: bool = False
     entries: list[dict[str, Any] | Recorded] = field(default_factory=list)
     tools_key: str = ""

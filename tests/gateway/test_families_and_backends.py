@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
@@ -186,3 +187,26 @@ def test_the_command_line_builds_a_gateway(tmp_path: Any, tok: Any, backend: Any
         with pytest.raises(UsageError, match=says):
             build_gateway(bad)
 
+
+
+def test_requests_in_flight_are_bounded(tok: Any, backend: Any, script: Any) -> None:
+    from _tiny_lm import answer_text, encode
+
+    from ors_gym.sampling import VllmCompletions
+    from tests._fault_servers import wait_for
+
+    script.use(lambda ids, text: [*encode(tok, answer_text("Hi.")), tok.eos_token_id])
+    gw = Gateway(tok, VllmCompletions(backend.base_url, "tiny"), model="tiny", max_in_flight=2)
+    backend.gate.clear()
+    with GatewayThread(gw), ThreadPoolExecutor(6) as pool:
+        sessions = [gw.open_session() for _ in range(6)]
+        futures = [pool.submit(openai.OpenAI(base_url=s.openai_base_url, api_key=s.api_key,
+                                             max_retries=0).chat.completions.create,
+                               model="tiny", messages=[{"role": "user", "content": "Hi"}])
+                   for s in sessions]
+        wait_for(lambda: backend.in_flight == 2, what="two requests held at the backend")
+        backend.gate.set()
+        replies = [f.result() for f in futures]
+    assert backend.max_in_flight == 2 and len(backend.requests) == 6
+    assert all(r.choices[0].message.content == "Hi." for r in replies)
+    assert all(gw.trajectory(s.id).turns == 1 for s in sessions)

@@ -11,8 +11,6 @@ own record of what it was asked and what it answered.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +23,7 @@ from _tiny_lm import answer_text, encode, non_canonical, tool_call_text
 from ors_gym import OrsEnv
 from ors_gym.gateway import as_batch, capture, trajectory_from_json, trajectory_json
 from ors_gym.tokens import Trajectory
+from tests._fault_servers import wait_for
 from tests._token_server import token_logprob
 from tests.gateway._agents import (
     anthropic_episode,
@@ -240,12 +239,8 @@ def test_sixteen_sessions_at_once_stay_apart(
 
     with ThreadPoolExecutor(16) as pool:
         futures = [pool.submit(play, 3 + i) for i in range(16)]
-        deadline = time.monotonic() + 60
-        idle = threading.Event()
-        # the held requests counted until all 16 are in (bounded; a failed agent ends it)
-        while backend.in_flight < 16 and time.monotonic() < deadline and not any(
-                f.done() for f in futures):
-            idle.wait(0.01)
+        wait_for(lambda: backend.in_flight == 16 or any(f.done() for f in futures),
+                 timeout=60, what="16 first turns held at the backend")
         backend.gate.set()
         trajectories = [f.result() for f in futures]
     assert backend.max_in_flight == 16  # all first turns were at the backend at once
