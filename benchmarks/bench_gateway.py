@@ -14,7 +14,11 @@ the gateway's share of a turn from above.
 Sessions per process: the gateway runs in a child process over a sampler that
 costs a fixed ``COST_MS`` per turn (an awaited sleep, no HTTP); N agents (async
 httpx in this process) each play ``TURNS`` turns at once. Reported per N: turns/s
-against the ideal N / cost, and their ratio (1.0: the gateway adds no queueing).
+against the ideal N / cost, and their ratio (1.0: the gateway adds no queueing); the
+gateway process's CPU per turn (HTTP, JSON, rendering, parsing: psutil's count of the
+child), and the sessions one core sustains at this cost (cost / CPU per turn). The
+agents share the machine's cores with the gateway, so the achieved rate is a floor;
+the CPU figure is the gateway's own.
 
 Run: ``python -m benchmarks.bench_gateway`` (``--quick`` for a short run, ``--json
 PATH`` to save the rows). Needs the ``gateway`` and ``trl`` extras.
@@ -210,14 +214,22 @@ def sessions_per_process(sessions: Sequence[int], turns: int, cost_ms: float
         url = child.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError("the gateway child did not start")
+        import psutil
+
+        server = psutil.Process(child.pid)
         rows = []
         asyncio.run(_agents(url, 1, 2))  # warm-up
         for n in sessions:
+            before = server.cpu_times()
             took = asyncio.run(_agents(url, n, turns))
+            after = server.cpu_times()
+            cpu_ms = ((after.user + after.system) - (before.user + before.system)) * 1000
+            per_turn = cpu_ms / (n * turns)
             rate, ideal = n * turns / took, n * 1000 / cost_ms
             rows.append(row("gateway", f"{n} sessions at {cost_ms:g} ms/turn", rate, ideal,
                             rate / ideal, "turns/s", "ideal: N / per-turn cost",
-                            sessions=n, turns=turns))
+                            sessions=n, turns=turns, server_cpu_ms_per_turn=round(per_turn, 3),
+                            sessions_per_core=round(cost_ms / per_turn, 1)))
         return rows
     finally:
         if child.stdin is not None:
@@ -242,6 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = (run(rounds=1, turns=3, sessions=(1, 8)) if args.quick else run())
     print(format_rows(rows))
+    for r in rows:
+        if "sessions_per_core" in r:
+            print(f"{r['case']}: gateway CPU {r['server_cpu_ms_per_turn']} ms/turn, "
+                  f"{r['sessions_per_core']} sessions per core at this per-turn cost")
     if args.json is not None:
         write_json(rows, args.json)
     return 0
