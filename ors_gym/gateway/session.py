@@ -139,7 +139,9 @@ class CaptureSession:
         row._add(list(sample.ids), sampled=True, logprobs=sample.logprobs)
         row.turns += 1
         traj.logprobs_given = traj.logprobs_given and sample.logprobs is not None
-        traj.messages = [*plan.conversation, message]
+        fam = bridge.family  # the conversation with each recorded turn as it was sampled
+        traj.messages = [e.message if isinstance(e, Recorded) else _template_message(e, fam)
+                         for e in plan.entries] + [message]
         traj.tools = plan.tools
         calls = tuple((c.name, _canonical(c.arguments)) for c in turn.tool_calls)
         self.entries = [*plan.entries, Recorded(list(sample.ids), message,

@@ -126,6 +126,9 @@ def test_an_echo_rewritten_by_the_harness_still_continues_the_row(
     traj, _ = openai_episode(game, _openai(gateway, game, []), task={"target": 9},
                              **{harness: True})
     assert len(traj.rows) == 1 and traj.turns == 3 and traj.reward == 1.0
+    # the record keeps each turn as sampled, whatever the harness echoed
+    turns = [m for m in traj.messages if m["role"] == "assistant"]
+    assert [m["reasoning_content"] for m in turns] == ["9 to go.", "4 to go.", "It is reached."]
     check_verbatim(traj, backend.requests, tok)
 
 
