@@ -155,8 +155,6 @@ async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Respons
 
 
 def _error(exc: GatewayError, wire: Wire) -> Response:
-    if exc.status >= 500:
-        logger.warning("gateway answered %d: %s", exc.status, exc.message)
     return JSONResponse(error_body(exc, wire), status_code=exc.status)
 
 
