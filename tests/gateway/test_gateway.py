@@ -288,3 +288,22 @@ def test_json_round_trip_keeps_every_field(gateway: Any, script: Any, tok: Any) 
     back = trajectory_from_json(json.loads(json.dumps(trajectory_json(traj))))
     assert back.to_trl() == traj.to_trl() and back.to_skyrl() == traj.to_skyrl()
     assert back.messages == traj.messages and back.reward == 1.0
+
+
+def test_the_chat_template_bridge_captures_the_same_episode(
+    tok: Any, backend: Any, script: Any, env: Any
+) -> None:
+    """renderer='template': the tokenizer's own template, proven append-only per turn."""
+    from ors_gym.gateway import Gateway, GatewayThread
+    from ors_gym.sampling import VllmCompletions
+
+    script.use(counter_model(qwen3_writer(tok)))
+    gw = Gateway(tok, VllmCompletions(backend.base_url, "tiny"), model="tiny",
+                 renderer="template")
+    assert gw.bridge.name == "template"
+    with GatewayThread(gw):
+        game = capture(env, gw)
+        traj, _ = openai_episode(game, _openai(gw, game, []), task={"target": 8},
+                                 drop_reasoning=True)
+    assert traj.reward == 1.0 and len(traj.rows) == 1 and traj.turns == 3
+    check_verbatim(traj, backend.requests, tok)
