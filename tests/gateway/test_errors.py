@@ -22,24 +22,23 @@ from tests._token_server import Fail
 USER = {"role": "user", "content": "The counter is at 0. Make it equal 1."}
 OPENAI_TOOL = {"type": "function", "function": {"name": "increment", "parameters": {}}}
 
-# (name, wire, body change, status, OpenAI code or None)
-CASES: list[tuple[str, str, dict[str, Any], int, str | None]] = [
-    ("n", "openai", {"n": 2}, 400, None),
-    ("tool_choice", "openai", {"tool_choice": "required"}, 400, None),
+# (name, wire, body change, status)
+CASES: list[tuple[str, str, dict[str, Any], int]] = [
+    ("n", "openai", {"n": 2}, 400),
+    ("tool_choice", "openai", {"tool_choice": "required"}, 400),
     ("forced_function", "openai",
-     {"tool_choice": {"type": "function", "function": {"name": "increment"}}}, 400, None),
-    ("web_search_tool", "openai", {"tools": [{"type": "web_search"}]}, 400, None),
-    ("stop", "openai", {"stop": ["\n"]}, 400, None),
-    ("no_messages", "openai", {"messages": []}, 400, None),
-    ("bad_message", "openai", {"messages": [{"role": "wizard", "content": "x"}]}, 400, None),
-    ("prefill", "openai", {"messages": [USER, {"role": "assistant", "content": "I"}]}, 400,
-     None),
-    ("any_tool", "anthropic", {"tool_choice": {"type": "any"}}, 400, None),
+     {"tool_choice": {"type": "function", "function": {"name": "increment"}}}, 400),
+    ("web_search_tool", "openai", {"tools": [{"type": "web_search"}]}, 400),
+    ("stop", "openai", {"stop": ["\n"]}, 400),
+    ("no_messages", "openai", {"messages": []}, 400),
+    ("bad_message", "openai", {"messages": [{"role": "wizard", "content": "x"}]}, 400),
+    ("prefill", "openai", {"messages": [USER, {"role": "assistant", "content": "I"}]}, 400),
+    ("any_tool", "anthropic", {"tool_choice": {"type": "any"}}, 400),
     ("server_tool", "anthropic",
-     {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400, None),
-    ("stop_sequences", "anthropic", {"stop_sequences": ["x"]}, 400, None),
+     {"tools": [{"type": "web_search_20250305", "name": "web_search"}]}, 400),
+    ("stop_sequences", "anthropic", {"stop_sequences": ["x"]}, 400),
     ("bad_block", "anthropic",
-     {"messages": [{"role": "user", "content": [{"type": "video"}]}]}, 400, None),
+     {"messages": [{"role": "user", "content": [{"type": "video"}]}]}, 400),
 ]
 
 
@@ -85,11 +84,11 @@ def held(gateway: Any, script: Any, tok: Any) -> Iterator[tuple[Any, dict[str, A
     gateway.drop_session(session.id)
 
 
-@pytest.mark.parametrize(("name", "wire", "change", "status", "code"), CASES,
+@pytest.mark.parametrize(("name", "wire", "change", "status"), CASES,
                          ids=[c[0] for c in CASES])
 def test_a_refused_option_is_answered_in_the_wire_shape(
     gateway: Any, held: tuple[Any, dict[str, Any]], name: str, wire: str,
-    change: dict[str, Any], status: int, code: str | None,
+    change: dict[str, Any], status: int,
 ) -> None:
     session, before = held
     with httpx.Client(base_url=gateway.url) as http:
