@@ -311,7 +311,7 @@ def _run_case(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
            "--delay-ms", str(delay_ms), "--rounds", str(rounds), "--urls", *urls,
            "--pids", *(str(s.proc.pid) for s in servers if s.proc is not None)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT,
-                         timeout=600)
+                         timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(f"case {case} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])

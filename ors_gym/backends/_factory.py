@@ -76,7 +76,8 @@ def make_async_backends(
     idle_connections: int | None = None,
 ) -> tuple[list[AsyncBackend], Callable[[], Awaitable[None]]]:
     """One ``make_async_backend`` per URL, all over one shared connection pool (at most
-    ``max_connections`` open, ``idle_connections`` kept idle); and the coroutine function
+    ``max_connections`` open, ``settings.http.max_connections_per_host`` to one server,
+    ``idle_connections`` kept idle); and the coroutine function
     that closes the pool, to await after the backends' ``aclose``. A ``transport`` in
     ``settings.http`` is used instead of a pool (its owner closes it)."""
     from ors_gym.backends.http import pooled_client
@@ -86,7 +87,8 @@ def make_async_backends(
             return None
 
         return [make_async_backend(settings, base_url=url) for url in base_urls], _theirs
-    pool = pooled_client(max_connections, idle_connections)
+    pool = pooled_client(max_connections, idle_connections,
+                         max_connections_per_host=settings.http.max_connections_per_host)
     backends = [make_async_backend(settings, base_url=url, transport=pool) for url in base_urls]
     return backends, pool.aclose
 

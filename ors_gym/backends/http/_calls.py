@@ -67,7 +67,9 @@ class ToolCalls(Exchange):
                 sink = StreamAssembler(max_bytes=s.max_response_bytes, what=what, where=where,
                                        deadline=deadline)
                 content = encode_json({**body, "task_id": sent_task_id}, what=what)
-                reply = yield Stream(target, headers, content, read_timeout, sink, what, where)
+                pool_timeout = None if deadline is None else max(deadline.left(), 0.001)
+                reply = yield Stream(target, headers, content, read_timeout, sink, what, where,
+                                     pool_timeout)
                 task_id = sink.task_id or task_id
                 if isinstance(reply, Streamed):
                     log_answer("POST", target, 200, reply.elapsed)
@@ -104,7 +106,7 @@ class ToolCalls(Exchange):
                                      what, reply.detail)
                         continue
                     failure = self._lost(reply, task_id, read_timeout, what, where)
-                    if reply.kind == "refused" and task_id is None:
+                    if reply.final and task_id is None:
                         raise failure
                     safe = reply.not_sent
                 if task_id is None and not safe:
@@ -134,7 +136,7 @@ class ToolCalls(Exchange):
                 "the server pings every 10 s",
                 **where.kw(),
             )
-        if task_id is not None and reply.kind != "refused":
+        if task_id is not None and not reply.final:
             return OrsConnectionError(
                 f"{what}: the stream was cut after the server acknowledged the call "
                 f"as task {task_id} ({reply.error_type}: {reply.detail or 'no detail'}); "

@@ -171,7 +171,7 @@ class Exchange:
                     if reply.kind in ("read_timeout", "timeout"):
                         raise timeout_error(s, what, where, reply, setup)
                     failure: OrsError = self.transport_error(what, where, reply)
-                    if reply.kind == "refused":
+                    if reply.final:
                         raise failure
                     if reply.kind == "stale":  # a kept-alive connection closed while idle
                         logger.debug("%s %s: %s; sending it again", method, target, reply.detail)
@@ -265,7 +265,7 @@ class Exchange:
                 else:
                     assert isinstance(reply, Failure), reply
                     failure = self.transport_error(what, where, reply)
-                    if reply.kind == "refused":
+                    if reply.final:
                         raise failure
                     if reply.kind == "stale":
                         continue

@@ -62,7 +62,8 @@ class Stream:
     """POST ``content``; a 200 answer's raw bytes go to ``sink.read(pieces,
     content_encoding)``, any other answer is read whole into ``reader(content_encoding)``.
 
-    ``read_timeout`` is the longest silence allowed between two bytes.
+    ``read_timeout`` is the longest silence allowed between two bytes;
+    ``pool_timeout`` the longest wait for a connection (None: as long as it takes).
     """
 
     path: str
@@ -72,6 +73,8 @@ class Stream:
     sink: StreamAssembler
     what: str
     where: Where
+
+    pool_timeout: float | None = None
 
     def reader(self, content_encoding: str) -> BodyReader:
         return BodyReader(content_encoding, max_bytes=self.sink.max_bytes, what=self.what,
@@ -102,15 +105,17 @@ class Streamed:
     elapsed: float = 0.0
 
 
-FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken", "stale"]
+FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken", "stale",
+                      "no_descriptors"]
 
 
 @dataclass(frozen=True)
 class Failure:
     """A request that got no HTTP answer.
 
-    ``refused`` and ``connect_timeout`` prove the request never left this
-    machine (``not_sent``); ``read_timeout`` is silence from a connected server;
+    ``refused``, ``connect_timeout`` and ``no_descriptors`` (this process out of
+    file descriptors) prove the request never left this machine (``not_sent``);
+    ``read_timeout`` is silence from a connected server;
     ``timeout`` any other timeout (write, pool); ``broken`` a dropped connection;
     ``stale`` a kept-alive connection the server closed while it sat idle, found
     as the request was written (it ended before a byte of the answer: the server
@@ -123,7 +128,13 @@ class Failure:
 
     @property
     def not_sent(self) -> bool:
-        return self.kind in ("refused", "connect_timeout")
+        return self.kind in ("refused", "connect_timeout", "no_descriptors")
+
+    @property
+    def final(self) -> bool:
+        """Sending again now would fail the same way: nothing listens there, or this
+        process can open no connection."""
+        return self.kind in ("refused", "no_descriptors")
 
 
 Step = Fetch | Stream | Sleep

@@ -143,8 +143,9 @@ class AsyncHttpBackend(AsyncFace):
         loop = asyncio.get_running_loop()
         if self._own is None or self._own_loop is not loop:
             # A transport from another (finished) loop cannot be used or closed here.
-            self._own = pooled_client(self.options.max_connections,
-                                      self.options.max_keepalive_connections)
+            self._own = pooled_client(
+                self.options.max_connections, self.options.max_keepalive_connections,
+                max_connections_per_host=self.options.max_connections_per_host)
             self._own_loop = loop
         return self._own
 
