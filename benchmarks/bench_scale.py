@@ -35,6 +35,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -313,7 +314,11 @@ def _run_case(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT,
                          timeout=3600)
     if out.returncode != 0:
-        raise RuntimeError(f"case {case} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+        with tempfile.NamedTemporaryFile("w", prefix=f"bench_scale-{case}-", suffix=".log",
+                                         delete=False) as log:
+            log.write(out.stderr)
+        raise RuntimeError(f"case {case} failed (exit {out.returncode}; its whole stderr is in "
+                           f"{log.name}):\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
     offered = n * 1000 / delay_ms  # steps/s if every step took exactly delay_ms
     return {"benchmark": "scale", "case": case, "delay_ms": delay_ms, **row,

@@ -57,6 +57,11 @@ def make_async_backend(
     if _uses_http(settings, base_url):
         from ors_gym.backends.http import AsyncHttpBackend
 
+        if settings.deployment is not None:  # refused now, as the SDK refuses, not per session
+            from ors_gym.backends.http._codec import allowed_domains
+
+            for key, entry in (settings.plain_secrets() or {}).items():
+                allowed_domains(key, entry, hosted=True)
         # Errors name the options as an env's user sets them: gym.make(..., timeout=...).
         options = settings.http if transport is None else settings.http.replace(
             transport=transport)

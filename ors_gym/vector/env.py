@@ -41,7 +41,7 @@ from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.observations import empty_observation, observation_space
 from ors_gym.secret import EnvSpecRedactor
-from ors_gym.settings import EnvSettings
+from ors_gym.settings import EnvSettings, preflight
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Turn
 from ors_gym.vector._args import (
@@ -165,6 +165,7 @@ class OrsVectorEnv(VectorEnv):
                 for i in range(self.num_envs)
             ]
             self._subenvs = SubEnvs(envs, self._servers, self.autoreset_mode)
+            self._runtime.run(preflight(settings))  # before the discovery asks for an id
             tools = self._runtime.run(catalog.tools())
         except BaseException:
             release(self._runtime, self._servers, self._close_pool, None)

@@ -26,9 +26,10 @@ answer. When a call may be sent again, so that a tool never runs twice:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from ors_gym.backends.http._codec import encode_json, status_error
+from ors_gym.backends.http._codec import encode_json, mask, status_error
 from ors_gym.backends.http._exchange import Exchange, log_answer
 from ors_gym.backends.http._failures import CallDeadline, call_timeout_error
 from ors_gym.backends.http._retry import RetryHint, add_note, retry_delay, retry_hint
@@ -75,7 +76,7 @@ class ToolCalls(Exchange):
                     log_answer("POST", target, 200, reply.elapsed)
                     budget.through(self.clock())
                     if sink.done:
-                        result = _finish(sink, sent_task_id, what, where)
+                        result = _finish(sink, sent_task_id, what, where, self.hidden)
                         returned = True
                         return result
                     failure: OrsError = OrsConnectionError(
@@ -146,8 +147,9 @@ class ToolCalls(Exchange):
         return self.transport_error(what, where, reply)
 
 
-def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where) -> Any:
-    """A finished stream's result, or the error it carried."""
+def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where,
+            hidden: Iterable[str]) -> Any:
+    """A finished stream's result, or the error it carried (``hidden`` values masked)."""
     if sink.error is None:
         return sink.result()
     if sent_task_id is not None and sink.error.strip() == "unknown task_id":
@@ -158,7 +160,7 @@ def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: W
             **where.kw(),
         )
     raise OrsToolError(
-        f"{what} raised on the server: {sink.error}. The tool raised on the "
+        f"{what} raised on the server: {mask(sink.error, hidden)}. The tool raised on the "
         "server; this is a bug in the environment, not the agent",
         **where.kw(),
     )

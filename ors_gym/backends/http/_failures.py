@@ -29,7 +29,7 @@ def transport_error(
     s = settings
     if failure.kind == "no_descriptors":
         return OrsConnectionError(f"{what}: {descriptor_limit_note(failure)}", **where.kw())
-    if s.hosted and failure.kind in ("refused", "connect_timeout"):
+    if (s.hosted or s.platform_api) and failure.kind in ("refused", "connect_timeout"):
         error = OrsTimeoutError if failure.kind == "connect_timeout" else OrsConnectionError
         return error(
             f"{what}: cannot reach the OpenReward {s.hosted_note()} "
@@ -127,6 +127,11 @@ class TotalTime:
         self.name = "setup_timeout" if setup else "timeout"
         self.what = what
         self.where = where
+
+    def answered(self) -> None:
+        """The answer's head arrived: its time starts now (a wait in this process's
+        queue for a connection is not the server's slowness)."""
+        self.deadline = self.clock() + self.limit
 
     def __call__(self) -> None:
         if self.clock() >= self.deadline:

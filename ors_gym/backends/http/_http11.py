@@ -32,6 +32,10 @@ __all__ = ["Http11Pool", "IdleConnectionClosed"]
 
 _Key = tuple[bytes, bytes, int | None]
 _DEFAULT_PORTS = {b"http": 80, b"https": 443}
+#: Connections being opened to one origin at once; more wait their turn (each attempt's
+#: ``connect`` timeout starts with it). Thousands of connects at once overflow a server's
+#: accept queue, and each refused handshake then waits out its timeout.
+MAX_CONNECTING = 64
 
 
 class IdleConnectionClosed(httpcore.RemoteProtocolError):
@@ -76,6 +80,7 @@ class Http11Pool:
         self._waiters: dict[_Key, deque[_Waiter]] = {}  # per origin, oldest first
         self._order = itertools.count()  # waiters' arrival order, across origins
         self._epoch = 0  # aclose() starts a new one: older connections are not kept
+        self._connecting: dict[_Key, asyncio.Semaphore] = {}
 
     @property
     def open_connections(self) -> int:
@@ -159,19 +164,24 @@ class Http11Pool:
         return await self._connect(request, key)  # a slot was counted open for it
 
     async def _connect(self, request: httpcore.Request, key: _Key) -> _Conn:
-        """A new connection to ``key``'s origin, in a slot already counted open."""
+        """A new connection to ``key``'s origin, in a slot already counted open, once
+        fewer than ``MAX_CONNECTING`` are being opened to it."""
         timeouts = request.extensions.get("timeout", {})
+        gate = self._connecting.get(key)
+        if gate is None:
+            gate = self._connecting[key] = asyncio.Semaphore(MAX_CONNECTING)
         try:
             url = request.url
             scheme, host, port = key
-            stream: Any = await self._network.connect_tcp(
-                host.decode("ascii"), port or _DEFAULT_PORTS[scheme],
-                timeout=timeouts.get("connect"),
-            )
-            if scheme == b"https":
-                sni = request.extensions.get("sni_hostname") or host.decode("ascii")
-                stream = await stream.start_tls(self._ssl_context, server_hostname=sni,
-                                                timeout=timeouts.get("connect"))
+            async with gate:
+                stream: Any = await self._network.connect_tcp(
+                    host.decode("ascii"), port or _DEFAULT_PORTS[scheme],
+                    timeout=timeouts.get("connect"),
+                )
+                if scheme == b"https":
+                    sni = request.extensions.get("sni_hostname") or host.decode("ascii")
+                    stream = await stream.start_tls(self._ssl_context, server_hostname=sni,
+                                                    timeout=timeouts.get("connect"))
         except BaseException:
             self._free_slot(key)
             raise

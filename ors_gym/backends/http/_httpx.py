@@ -69,10 +69,12 @@ def _out_of_descriptors(exc: BaseException) -> bool:
 
 def fetch_timeouts(step: Fetch, settings: Settings) -> dict[str, float | None]:
     """The timeouts of a ``Fetch`` (as ``httpx.Timeout.as_dict``): its own total, else
-    the settings'."""
+    the settings'. A request queued for a connection (more in flight than
+    ``max_connections_per_host``) waits as long as it takes: the queue is this
+    process's own, and every request holding a connection has a bound of its own."""
     total = settings.timeout if step.timeout is None else step.timeout
     return {"connect": min(total, settings.connect_timeout), "read": total, "write": total,
-            "pool": total}
+            "pool": None}
 
 
 def stream_timeouts(step: Stream, settings: Settings) -> dict[str, float | None]:

@@ -73,8 +73,9 @@ class HttpOptions:
         "Extra request headers, sent to the server only (not across a redirect to "
         "another origin)."))
     max_connections: int | None = field(default=None, metadata=_doc(
-        "The most connections open at once (None: no bound); a request over it waits "
-        "for one up to `timeout` (a tool call up to `call_timeout`)."))
+        "The most connections open at once (None: no bound); a request over it queues "
+        "for one, and its `timeout` starts once it has one (a tool call's `call_timeout` "
+        "counts the wait)."))
     max_connections_per_host: int | None = field(default=MAX_CONNECTIONS_PER_HOST, metadata=_doc(
         "The most connections open at once to one server (None: no bound); each "
         "request in flight holds one, and a request over the bound queues for one as "

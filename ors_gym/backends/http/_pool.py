@@ -20,13 +20,13 @@ import httpcore
 import httpx
 
 from ors_gym.backends.http._aio import AsyncioBackend
-from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
 from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
+from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
 
 __all__ = [
+    "MAX_CONNECTIONS_PER_HOST",
     "EnvProxyTransport",
     "IdleConnectionClosedError",
-    "MAX_CONNECTIONS_PER_HOST",
     "PooledTransport",
     "httpx_error",
     "pooled_client",

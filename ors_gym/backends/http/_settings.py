@@ -33,6 +33,7 @@ __all__ = [
     "hosted_location_and_source",
     "key_domains",
     "origin",
+    "platform_api_location",
     "platform_location",
     "split_base_url",
     "url_of",
@@ -86,6 +87,8 @@ class Settings(HttpOptions):
     #: (``"OPENREWARD_SESSION_URL"``...; ``key_source`` is empty when no key is set).
     location_source: str = "base_url"
     key_source: str = ""
+    #: The OpenReward platform's API host (not an ORS server): its errors say so.
+    platform_api: bool = False
 
     def how_to_set(self, name: str) -> str:
         """How the user raises option ``name``, as they set the others."""
@@ -94,10 +97,12 @@ class Settings(HttpOptions):
         return f"{self.set_as}({name}=...)"
 
     def hosted_note(self) -> str:
-        """For a hosted deployment's errors: the variables behind the host and the key."""
+        """For a hosted deployment's (or the platform API's) errors: the variables behind
+        the host and the key."""
         key = (f"the API key from {self.key_source}" if self.key_source else
                f"no API key is set ({API_KEY_VAR} is empty; set it or pass api_key=...)")
-        return f"session host {self.location} from {self.location_source}; {key}"
+        host = "platform API host" if self.platform_api else "session host"
+        return f"{host} {self.location} from {self.location_source}; {key}"
 
     @property
     def hosted(self) -> bool:
@@ -131,6 +136,13 @@ def hosted_location_and_source(environ: Mapping[str, str] | None = None) -> tupl
     """:func:`hosted_location` and the variable it came from; a value without an http(s)
     scheme is refused with a ``ValueError`` naming its variable."""
     return platform_location("OPENREWARD_SESSION_URL", "sessions", environ)
+
+
+def platform_api_location(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The platform's API host as the SDK finds it (``OPENREWARD_API_URL``, else the
+    ``api.`` subdomain of ``OPENREWARD_URL``), and the variable it came from."""
+    location, source = platform_location("OPENREWARD_API_URL", "api", environ)
+    return location.rstrip("/"), source
 
 
 def platform_location(
@@ -200,15 +212,24 @@ def configure(
     api_key: str | None = None,
     deployment: str | None = None,
     variant: str | None = None,
+    platform_api: bool = False,
 ) -> Settings:
     """The ``Settings`` of a backend made as ``set_as(base_url, ...)`` with ``options``.
 
     With ``deployment``, ``base_url`` and ``api_key`` default to the SDK's variables
-    (see the module docstring); for a plain server nothing is read from the environment.
+    (see the module docstring), and so for the ``platform_api`` host; for a plain
+    server nothing is read from the environment.
     """
     owner = "the env" if set_as == "env" else set_as
     sources: dict[str, str] = {}
-    if deployment is not None:
+    if platform_api:
+        if not base_url:
+            base_url, sources["location_source"] = platform_api_location()
+        sources["key_source"] = "api_key" if api_key else API_KEY_VAR
+        api_key = api_key or os.environ.get(API_KEY_VAR) or None
+        if api_key is None:
+            sources["key_source"] = ""
+    elif deployment is not None:
         _check_deployment(deployment, variant, owner)
         if not base_url:
             base_url, sources["location_source"] = hosted_location_and_source()
@@ -231,7 +252,8 @@ def configure(
     return Settings(location=location, set_as=set_as, basic_auth=basic_auth, api_key=api_key,
                     deployment=deployment, variant=variant,
                     location_source=sources.get("location_source", "base_url"),
-                    key_source=sources.get("key_source", ""), **values)
+                    key_source=sources.get("key_source", ""), platform_api=platform_api,
+                    **values)
 
 
 def url_of(location: str, path: str) -> str:

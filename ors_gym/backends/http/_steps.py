@@ -8,9 +8,9 @@ performs the steps; the decisions stay in the generator, testable with no socket
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from ors_gym.backends.http._codec import BodyReader
 from ors_gym.backends.http._settings import Where
@@ -19,6 +19,7 @@ from ors_gym.backends.http._sse import StreamAssembler
 __all__ = [
     "MISSING",
     "Answer",
+    "Deadline",
     "Failure",
     "FailureKind",
     "Fetch",
@@ -31,6 +32,15 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+
+class Deadline(Protocol):
+    """A request's total-time check: called after each piece of the answer (raises once
+    the time is up); ``answered()`` starts its time when the answer's head arrives."""
+
+    def __call__(self) -> None: ...
+
+    def answered(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Fetch:
     what: str
     where: Where
     max_bytes: int = 64 * 1024 * 1024
-    check: Callable[[], None] | None = None
+    check: Deadline | None = None
 
     def reader(self, content_encoding: str) -> BodyReader:
         return BodyReader(content_encoding, max_bytes=self.max_bytes, what=self.what,

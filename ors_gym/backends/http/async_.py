@@ -83,15 +83,45 @@ class AsyncHttpBackend(AsyncFace):
         api_key: str | None = None,
         options: HttpOptions | None = None,
         _set_as: str = "AsyncHttpBackend",
+        _platform_api: bool = False,
         **option_values: Any,
     ) -> None:
         self.options = HttpOptions.of(options, **option_values)
         self.settings = configure(_set_as, base_url, self.options, api_key=api_key,
-                                  deployment=deployment, variant=variant)
+                                  deployment=deployment, variant=variant,
+                                  platform_api=_platform_api)
         self.base_url = self.location = self.settings.location
         self._ops = Ops(self.settings, time.monotonic)
         self._shared = self.options.transport
         self.forget_sessions()
+
+    @classmethod
+    def platform_api(
+        cls, base_url: str | None = None, *, api_key: str | None = None,
+        set_as: str = "PlatformClient", **option_values: Any,
+    ) -> AsyncHttpBackend:
+        """A backend for the OpenReward platform's API host, beside the session hosts
+        (required secrets, task difficulty, the rollout log), to ask with ``request``.
+
+        ``base_url`` and ``api_key`` default as the SDK's (``OPENREWARD_API_URL``, else
+        ``api.`` + ``OPENREWARD_URL``; ``OPENREWARD_API_KEY``). Its errors speak of the
+        platform's API and the variables behind it, never of an environment or of
+        starting a server; ``set_as`` names the class the user made, in messages.
+        """
+        return cls(base_url, api_key=api_key, _set_as=set_as, _platform_api=True,
+                   **option_values)
+
+    async def request(
+        self, method: str, path: str, *, body: Any = None, what: str | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """One JSON request to a path under ``base_url``, for endpoints beside the ORS
+        protocol (the platform's API): retried, redirected and reported as every ORS
+        request is (``idempotent=False``: sent again only when the server cannot have
+        read it). Returns the decoded JSON answer."""
+        return await self._run(self._ops.request(
+            method, path, what=what or f"{method} {path}", where=self._ops.where(),
+            body=body, idempotent=idempotent))
 
     def forget_sessions(self) -> None:
         """Forget connections, open sessions and the keepalive task without closing them
@@ -204,6 +234,8 @@ class AsyncHttpBackend(AsyncFace):
         try:
             response = await self._send(step.method, step.path, step.headers, step.content,
                                         fetch_timeouts(step, self.settings))
+            if step.check is not None:
+                step.check.answered()
             try:
                 return await _read(response, step, started)
             finally:

@@ -103,9 +103,9 @@ def test_the_bound_is_per_server_and_a_full_server_does_not_hold_up_another() ->
 
 
 def test_bad_per_host_bounds_are_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="max_connections_per_host must be None .* got 0"):
+    with pytest.raises(ValueError, match=r"max_connections_per_host must be None .* got 0"):
         PooledTransport(max_connections_per_host=0)
-    with pytest.raises(ValueError, match="max_connections_per_host must be None .* got 0"):
+    with pytest.raises(ValueError, match=r"max_connections_per_host must be None .* got 0"):
         HttpOptions(max_connections_per_host=0)
 
 
@@ -163,3 +163,22 @@ def test_running_out_of_file_descriptors_is_named_as_the_local_limit(server_url:
         assert "256 soft" in message and "ulimit -n" in message
         assert "RLIMIT_NOFILE" in message and "max_connections_per_host" in message
         assert "ors-gym serve" not in message and "is it running" not in message
+
+
+def test_a_connect_is_not_timed_out_by_a_stalled_loop() -> None:
+    """The loop is busy for 1.5 s (as under thousands of sessions) while a connect with
+    a 1 s timeout is under way: the connection is made, the stall is not counted."""
+    import time
+
+    from ors_gym.backends.http._aio import AsyncioBackend
+
+    async def main() -> None:
+        server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        asyncio.get_running_loop().call_soon(time.sleep, 1.5)  # the loop does nothing else
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=1.0)
+        await stream.aclose()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(main())
