@@ -90,3 +90,11 @@ def test_a_plain_server_still_takes_any_name(server_url: str) -> None:
     with OrsEnv(base_url=server_url, env_name="echo",
                 secrets={"MY_TOKEN": "plain", "PAIR": ("v", ["x.test"])}) as env:
         env.reset(options={"split": "train", "index": 0})
+
+
+def test_the_well_known_names_are_the_sdks() -> None:
+    from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS as SDK
+
+    from ors_gym.backends.http._settings import WELL_KNOWN_SECRETS
+
+    assert {k: list(v) for k, v in WELL_KNOWN_SECRETS.items()} == SDK

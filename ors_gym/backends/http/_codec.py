@@ -21,7 +21,7 @@ import httpx
 
 from ors_gym import _json
 from ors_gym.backends.base import Secrets, secret_values
-from ors_gym.backends.http._settings import API_KEY_VAR, Where
+from ors_gym.backends.http._settings import API_KEY_VAR, WELL_KNOWN_SECRETS, Where
 from ors_gym.errors import OrsError, OrsProtocolError, error_for_status
 
 __all__ = [
@@ -100,8 +100,6 @@ def allowed_domains(
     (None), as before."""
     if isinstance(entry, tuple | list):
         return [str(d) for d in entry[1]]
-    from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS
-
     known = WELL_KNOWN_SECRETS.get(key)
     if known is not None:
         return list(known)

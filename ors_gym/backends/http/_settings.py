@@ -26,6 +26,7 @@ from ors_gym.errors import redact_url
 __all__ = [
     "API_KEY_VAR",
     "DEFAULT_PLATFORM_URL",
+    "WELL_KNOWN_SECRETS",
     "Settings",
     "Where",
     "configure",
@@ -166,6 +167,46 @@ def platform_location(
     source = (f"the {subdomain}. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
               f"the default ({variable} and OPENREWARD_URL are unset)")
     return urlunsplit(parts._replace(netloc=f"{subdomain}.{parts.netloc}")), source
+
+
+#: The secret names whose domains the SDK's client knows (its ``WELL_KNOWN_SECRETS``,
+#: copied so the HTTP wing needs no SDK; a test checks the copy against it).
+_WELL_KNOWN: dict[str, tuple[str, ...]] = {
+    "OPENAI_API_KEY": ("api.openai.com",),
+    "ANTHROPIC_API_KEY": ("api.anthropic.com",),
+    "GEMINI_API_KEY": ("generativelanguage.googleapis.com",),
+    "TAVILY_API_KEY": ("api.tavily.com",),
+    "GOOGLE_API_KEY": ("generativelanguage.googleapis.com",),
+    "COHERE_API_KEY": ("api.cohere.com",),
+    "MISTRAL_API_KEY": ("api.mistral.ai",),
+    "GROQ_API_KEY": ("api.groq.com",),
+    "TOGETHER_API_KEY": ("api.together.xyz",),
+    "REPLICATE_API_TOKEN": ("api.replicate.com",),
+    "HUGGINGFACE_API_KEY": ("api-inference.huggingface.co", "huggingface.co"),
+    "HF_TOKEN": ("huggingface.co", "api-inference.huggingface.co"),
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co", "api-inference.huggingface.co"),
+    "PERPLEXITY_API_KEY": ("api.perplexity.ai",),
+    "FIREWORKS_API_KEY": ("api.fireworks.ai",),
+    "DEEPSEEK_API_KEY": ("api.deepseek.com",),
+    "KAGGLE_KEY": ("www.kaggle.com",),
+    "KAGGLE_USERNAME": ("www.kaggle.com",),
+    "KAGGLE_API_KEY": ("www.kaggle.com",),
+    "E2B_API_KEY": ("api.e2b.app",),
+    "MODAL_TOKEN_ID": ("api.modal.com",),
+    "MODAL_TOKEN_SECRET": ("api.modal.com",),
+    "DAYTONA_API_KEY": ("app.daytona.io",),
+}
+WELL_KNOWN_SECRETS: dict[str, tuple[str, ...]] = {
+    **_WELL_KNOWN,
+    **{name.lower(): domains for name, domains in _WELL_KNOWN.items()},
+    'gh_auth_token': (
+        "github.com",
+        "api.github.com",
+        "uploads.github.com",
+        "objects.githubusercontent.com",
+        "raw.githubusercontent.com",
+    ),
+}
 
 
 #: First-party services the SDK lets an environment use the user's key with.
