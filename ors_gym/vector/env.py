@@ -132,7 +132,7 @@ class OrsVectorEnv(VectorEnv):
         self.render_mode = render_mode
         urls = server_urls(base_url)
         if urls is None and settings.remote:  # a hosted deployment: the SDK's session host
-            from ors_gym.backends.http._settings import hosted_location
+            from ors_gym.backends.http import hosted_location
 
             urls = [hosted_location()]
         if urls is None and env_class is None:
