@@ -182,3 +182,13 @@ def test_a_connect_is_not_timed_out_by_a_stalled_loop() -> None:
         await server.wait_closed()
 
     asyncio.run(main())
+
+
+def test_through_a_proxy_httpx_pool_is_bounded_by_the_per_host_bound() -> None:
+    """Every connection through a proxy goes to one host: httpx's pool (which has no bound
+    per host) gets the smaller of the two bounds."""
+    from ors_gym.backends.http import EnvProxyTransport
+
+    assert EnvProxyTransport(max_connections_per_host=3)._limits.max_connections == 3
+    assert EnvProxyTransport(10, max_connections_per_host=30)._limits.max_connections == 10
+    assert EnvProxyTransport(max_connections_per_host=None)._limits.max_connections is None
