@@ -220,11 +220,11 @@ def _vector_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> 
 
 def _async_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> dict[str, Any]:
     from ors_gym import AsyncOrsEnv
-    from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+    from ors_gym.backends.http import AsyncHttpBackend, pooled_transport
 
     async def main() -> dict[str, Any]:
         before = rss_kb()
-        client = pooled_client(None, n + 4)
+        client = pooled_transport(None, n + 4)
         backends = [AsyncHttpBackend(u, transport=client, keepalive_interval=None) for u in urls]
         envs = [AsyncOrsEnv(backend=backends[i % len(urls)], env_name="latency")
                 for i in range(n)]

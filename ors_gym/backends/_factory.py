@@ -52,7 +52,7 @@ def make_async_backend(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncBackend:
     """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, with
-    ``settings.http``, sending through ``transport``, a shared ``pooled_client()``, when
+    ``settings.http``, sending through ``transport``, a shared ``pooled_transport()``, when
     given), else ``env_class`` (in-process)."""
     if _uses_http(settings, base_url):
         from ors_gym.backends.http import AsyncHttpBackend
@@ -85,14 +85,14 @@ def make_async_backends(
     ``idle_connections`` kept idle); and the coroutine function
     that closes the pool, to await after the backends' ``aclose``. A ``transport`` in
     ``settings.http`` is used instead of a pool (its owner closes it)."""
-    from ors_gym.backends.http import pooled_client
+    from ors_gym.backends.http import pooled_transport
 
     if settings.http.transport is not None:
         async def _theirs() -> None:
             return None
 
         return [make_async_backend(settings, base_url=url) for url in base_urls], _theirs
-    pool = pooled_client(max_connections, idle_connections,
+    pool = pooled_transport(max_connections, idle_connections,
                          max_connections_per_host=settings.http.max_connections_per_host)
     backends = [make_async_backend(settings, base_url=url, transport=pool) for url in base_urls]
     return backends, pool.aclose

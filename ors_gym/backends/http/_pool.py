@@ -4,7 +4,7 @@
 ``_http11.Http11Pool`` (httpcore's HTTP/1.1 connections over an asyncio-native
 network backend, ``_aio``): any ``httpx.AsyncClient(transport=...)`` can mount
 it, and ``AsyncHttpBackend`` calls its ``handle_async_request`` directly.
-``pooled_client`` makes one to share between backends; when a proxy variable
+``pooled_transport`` makes one to share between backends; when a proxy variable
 is set it makes an ``EnvProxyTransport`` instead, which sends through an
 ``httpx.AsyncClient(trust_env=True)``, so the variables mean what they mean
 to httpx (``NO_PROXY`` included).
@@ -29,7 +29,7 @@ __all__ = [
     "IdleConnectionClosedError",
     "PooledTransport",
     "httpx_error",
-    "pooled_client",
+    "pooled_transport",
     "proxy_variables_set",
 ]
 
@@ -218,7 +218,7 @@ def proxy_variables_set() -> bool:
     return any(found.get(scheme) for scheme in ("http", "https", "all"))
 
 
-def pooled_client(
+def pooled_transport(
     max_connections: int | None = None,
     max_keepalive_connections: int | None = None,
     *,

@@ -4,7 +4,7 @@ It drives the sans-IO operations (``_ops.Ops``): each yields steps (send
 this request, read this stream, wait this long) and this module performs
 them. Every request goes through one interface, an httpx transport's
 ``handle_async_request``: the transport given (shared with other backends,
-e.g. one ``pooled_client()`` under every sub-env of ``OrsVectorEnv``), or the
+e.g. one ``pooled_transport()`` under every sub-env of ``OrsVectorEnv``), or the
 backend's own pool, made on first use inside the running loop (and again if
 the backend is later used from another loop). Open sessions are pinged by a
 task on that loop.
@@ -35,7 +35,7 @@ from ors_gym.backends.http._httpx import (
 )
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._options import HttpOptions
-from ors_gym.backends.http._pool import pooled_client
+from ors_gym.backends.http._pool import pooled_transport
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
@@ -68,7 +68,7 @@ class AsyncHttpBackend(AsyncFace):
     (``AsyncHttpBackend(url, call_timeout=60)``), read back as ``options``.
     ``transport`` is any ``httpx.AsyncBaseTransport`` to send through, shared
     (the backend does not close it); without one the backend keeps its own
-    ``pooled_client`` (which honours the proxy variables as httpx does).
+    ``pooled_transport`` (which honours the proxy variables as httpx does).
     Requests are handed to the transport directly rather
     than through an ``httpx.AsyncClient``, whose per-request layers (auth flow,
     redirects, cookies, hooks) the operations already do as ORS needs them.
@@ -173,7 +173,7 @@ class AsyncHttpBackend(AsyncFace):
         loop = asyncio.get_running_loop()
         if self._own is None or self._own_loop is not loop:
             # A transport from another (finished) loop cannot be used or closed here.
-            self._own = pooled_client(
+            self._own = pooled_transport(
                 self.options.max_connections, self.options.max_keepalive_connections,
                 max_connections_per_host=self.options.max_connections_per_host)
             self._own_loop = loop

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from ors_gym import AsyncOrsEnv
-from ors_gym.backends.http import AsyncHttpBackend, HttpOptions, PooledTransport, pooled_client
+from ors_gym.backends.http import AsyncHttpBackend, HttpOptions, PooledTransport, pooled_transport
 
 WAIT = {"tool_calls": [{"name": "wait", "arguments": {}}]}
 
@@ -27,7 +27,7 @@ def test_tool_calls_over_the_per_host_bound_queue_for_a_connection(server_url: s
     the queue longer than ``timeout`` still run (the wait is this process's own)."""
 
     async def main() -> tuple[int, list[str]]:
-        pool = pooled_client(max_connections_per_host=2)
+        pool = pooled_transport(max_connections_per_host=2)
         assert isinstance(pool, PooledTransport)
         backend = AsyncHttpBackend(server_url, transport=pool, keepalive_interval=None,
                                    timeout=1.0)
