@@ -81,7 +81,7 @@ def _pool_is_httpx_own() -> None:
                               max_keepalive_connections=max_keepalive_connections)
         return httpx.AsyncHTTPTransport(limits=limits)
 
-    http.pooled_client = pooled  # type: ignore[assignment]
+    http.pooled_transport = pooled  # type: ignore[assignment]
 
 
 def _lockstep(env: Any, n: int, seconds: float) -> int:
@@ -174,9 +174,9 @@ class _Floor:
     async def _open(self, url: str, delay_ms: float) -> None:
         import httpx
 
-        from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+        from ors_gym.backends.http import AsyncHttpBackend, pooled_transport
 
-        self.client = pooled_client(None, self.n + 4)
+        self.client = pooled_transport(None, self.n + 4)
         self.backend = AsyncHttpBackend(url, transport=self.client, keepalive_interval=None)
         spec = {"delay_ms": delay_ms, "length": LENGTH}
         self.sids: list[str] = list(await asyncio.gather(*(

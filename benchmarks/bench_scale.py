@@ -35,6 +35,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -219,11 +220,11 @@ def _vector_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> 
 
 def _async_case(urls: list[str], n: int, task: dict[str, Any], rounds: int) -> dict[str, Any]:
     from ors_gym import AsyncOrsEnv
-    from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+    from ors_gym.backends.http import AsyncHttpBackend, pooled_transport
 
     async def main() -> dict[str, Any]:
         before = rss_kb()
-        client = pooled_client(None, n + 4)
+        client = pooled_transport(None, n + 4)
         backends = [AsyncHttpBackend(u, transport=client, keepalive_interval=None) for u in urls]
         envs = [AsyncOrsEnv(backend=backends[i % len(urls)], env_name="latency")
                 for i in range(n)]
@@ -311,9 +312,13 @@ def _run_case(case: str, urls: list[str], n: int, delay_ms: float, rounds: int,
            "--delay-ms", str(delay_ms), "--rounds", str(rounds), "--urls", *urls,
            "--pids", *(str(s.proc.pid) for s in servers if s.proc is not None)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT,
-                         timeout=600)
+                         timeout=3600)
     if out.returncode != 0:
-        raise RuntimeError(f"case {case} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+        with tempfile.NamedTemporaryFile("w", prefix=f"bench_scale-{case}-", suffix=".log",
+                                         delete=False) as log:
+            log.write(out.stderr)
+        raise RuntimeError(f"case {case} failed (exit {out.returncode}; its whole stderr is in "
+                           f"{log.name}):\n{out.stderr[-3000:]}")
     row = json.loads(out.stdout.strip().splitlines()[-1])
     offered = n * 1000 / delay_ms  # steps/s if every step took exactly delay_ms
     return {"benchmark": "scale", "case": case, "delay_ms": delay_ms, **row,

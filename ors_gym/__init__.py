@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ors_gym import platform as _platform  # noqa: F401  (registers its preflight)
 from ors_gym.actions import ToolCall
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.backends.http import AsyncHttpBackend, HttpBackend

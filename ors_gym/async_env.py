@@ -28,6 +28,7 @@ from typing import Any, Unpack
 import numpy as np
 from gymnasium.utils import seeding
 
+from ors_gym._weights import draw_index
 from ors_gym.actions import AssistantTurn, parse_action
 from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend, SessionArgs
@@ -35,7 +36,7 @@ from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, parse_output, tools_as
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
-from ors_gym.settings import EnvSettings
+from ors_gym.settings import EnvSettings, preflight
 from ors_gym.turn import RECOVERABLE, Step, Turn, reset_result
 
 __all__ = ["NO_ENVIRONMENT", "AsyncOrsEnv", "make_async_backend"]
@@ -163,6 +164,17 @@ class AsyncOrsEnv:
         sid, self.session_id = self.session_id, None
         return sid
 
+    async def _weighted(self, options: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The reset options with a task ``index`` drawn by ``task_weights``, unless they
+        name a task already."""
+        weights = self.settings.task_weights
+        if weights is None or "index" in options or "task_spec" in options:
+            return options
+        split = options.get("split") or await self.catalog.default_split()
+        count = await self.catalog.num_tasks(split)
+        return {**options, "split": split,
+                "index": draw_index(weights, count, self.np_random, split)}
+
     async def open(self, options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         """``reset`` with checked options and the RNG as it is (what autoreset uses)."""
         self._check_open()
@@ -174,13 +186,11 @@ class AsyncOrsEnv:
         settings = self.settings
         try:
             async with self.limiter:
+                await preflight(settings)  # before any session id is asked for
                 name = await self.catalog.name()
                 await self.catalog.tools()  # known from here on, whatever fails below
-                if settings.task_weights is not None or settings.check_secrets:
-                    from ors_gym.platform._reset import platform_reset
-
-                    options = await platform_reset(self.catalog, settings, options,
-                                                   self.np_random)
+                if settings.task_weights is not None:
+                    options = await self._weighted(options)
                 task_spec, split, index = await self.catalog.choose_task(options, self.np_random)
                 sid = await self._create(name, **_session_args(settings, SessionArgs(
                     task_spec=task_spec if split is None else None,

@@ -16,6 +16,7 @@ __all__ = [
     "OrsDependencyError",
     "OrsError",
     "OrsHTTPError",
+    "OrsPaymentError",
     "OrsProtocolError",
     "OrsRequestError",
     "OrsServerError",
@@ -140,6 +141,11 @@ class OrsAuthError(OrsRequestError):
     """
 
 
+class OrsPaymentError(OrsRequestError):
+    """The platform refused the request because the API key's account has no credits
+    left (402 Payment Required); nothing is retried until credits are added."""
+
+
 class OrsServerError(OrsHTTPError):
     """The server failed (5xx): a bug or a failed ``setup()`` in the environment."""
 
@@ -176,7 +182,8 @@ def error_for_status(
     """The error for an HTTP status an ORS server answered (or would have answered).
 
     A 404 or 410 on a session (``session_id`` given) means the session is gone:
-    ``OrsSessionExpired``. A 401 or 403 is ``OrsAuthError``. Any other 4xx is
+    ``OrsSessionExpired``. A 401 or 403 is ``OrsAuthError``, a 402
+    ``OrsPaymentError``. Any other 4xx is
     ``OrsRequestError``, and every other
     status (5xx, or one no ORS server sends) ``OrsServerError``; both carry the
     status as ``status_code``. ``message`` is used as given.
@@ -187,6 +194,8 @@ def error_for_status(
     cls: type[OrsHTTPError]
     if status in (401, 403):
         cls = OrsAuthError
+    elif status == 402:
+        cls = OrsPaymentError
     else:
         cls = OrsRequestError if 400 <= status < 500 else OrsServerError
     err = cls(message, **where)

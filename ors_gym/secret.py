@@ -49,10 +49,15 @@ def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     for name in ("secrets", "env_overrides"):
         secrets = out.get(name)
         if secrets:
-            out[name] = {
-                k: v if isinstance(v, Secret) else Secret(str(v)) for k, v in dict(secrets).items()
-            }
+            out[name] = {k: _wrapped(v) for k, v in dict(secrets).items()}
     return out
+
+
+def _wrapped(value: Any) -> Any:
+    """``value`` as a ``Secret``; a secret given with its allowed domains keeps them."""
+    if isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], list | tuple):
+        return (_wrapped(value[0]), tuple(value[1]))
+    return value if isinstance(value, Secret) else Secret(str(value))
 
 
 class EnvSpecRedactor:

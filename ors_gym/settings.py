@@ -9,16 +9,17 @@ gets the same clear error everywhere.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ors_gym._weights import check_weights
 from ors_gym.backends.http._options import HttpOptions, check_names, option_names
 from ors_gym.families import check_tool_format
 from ors_gym.observations import DEFAULT_MAX_PIXELS
 from ors_gym.secret import Secret, reveal
 
-__all__ = ["EnvSettings", "NoToolCallPolicy", "OnErrorPolicy"]
+__all__ = ["EnvSettings", "NoToolCallPolicy", "OnErrorPolicy", "preflight", "register_preflight"]
 
 NoToolCallPolicy = Literal["nudge", "terminate", "truncate", "error"]
 OnErrorPolicy = Literal["raise", "truncate"]
@@ -39,6 +40,8 @@ class EnvSettings:
       ``max_image_pixels``: refuse larger images (a note in the text instead);
     - ``max_calls_per_step``: tool calls run per step at most;
     - ``api_key``, ``secrets``: credentials sent to the server (never logged or shown);
+      a secret is a value, or ``(value, allowed_domains)``: the domains a hosted
+      environment may send it to (well-known names such as ``OPENAI_API_KEY`` get theirs);
     - ``http``: the HTTP backend's options (``HttpOptions``: ``timeout``,
       ``call_timeout``, ``max_retries``, ``setup_timeout``, ``keepalive_interval``...),
       each also an env option by its own name (``OrsEnv(call_timeout=60)``); an HTTP
@@ -71,7 +74,8 @@ class EnvSettings:
     max_image_pixels: int = DEFAULT_MAX_PIXELS
     max_calls_per_step: int = 16
     api_key: Secret | None = field(default=None, repr=False)
-    secrets: Mapping[str, Secret] | None = field(default=None, repr=False)
+    secrets: Mapping[str, Secret | tuple[Secret, tuple[str, ...]]] | None = field(
+        default=None, repr=False)
     http: HttpOptions = field(default_factory=HttpOptions)
     deployment: str | None = None
     variant: str | None = None
@@ -109,9 +113,7 @@ class EnvSettings:
                     f"secrets must be a dict of str to str, got {type(self.secrets).__name__}"
                 )
             object.__setattr__(self, "secrets", {
-                str(k): v if isinstance(v, Secret) else Secret(str(v))
-                for k, v in self.secrets.items()
-            })
+                str(k): _secret_entry(str(k), v) for k, v in self.secrets.items()})
         if not isinstance(self.http, HttpOptions):
             raise TypeError(f"http must be an HttpOptions, got {type(self.http).__name__}")
         for name in ("deployment", "variant", "toolset"):
@@ -144,8 +146,6 @@ class EnvSettings:
             raise ValueError("check_secrets needs deployment='Namespace/name': it asks the "
                              "platform what a hosted environment needs")
         if self.task_weights is not None:
-            from ors_gym.platform._difficulty import check_weights
-
             object.__setattr__(self, "task_weights", check_weights(self.task_weights))
 
     @classmethod
@@ -189,11 +189,13 @@ class EnvSettings:
             )
         return cls(http=HttpOptions.of(base, **http), **given)
 
-    def plain_secrets(self) -> dict[str, str] | None:
-        """The secrets as plain strings, for the backend (never for display)."""
+    def plain_secrets(self) -> dict[str, str | tuple[str, list[str]]] | None:
+        """The secrets as plain strings (with their allowed domains, where given), for the
+        backend (never for display)."""
         if not self.secrets:
             return None
-        return {k: str(reveal(v)) for k, v in self.secrets.items()}
+        return {k: (str(reveal(v[0])), list(v[1])) if isinstance(v, tuple) else str(reveal(v))
+                for k, v in self.secrets.items()}
 
     def plain_env_overrides(self) -> dict[str, str] | None:
         """The env overrides as plain strings, for the backend (never for display)."""
@@ -205,3 +207,38 @@ class EnvSettings:
     def remote(self) -> bool:
         """Whether the env talks to a hosted deployment (an HTTP backend without base_url)."""
         return self.deployment is not None
+
+
+def _secret_entry(name: str, value: Any) -> Secret | tuple[Secret, tuple[str, ...]]:
+    """A secret option's value as a ``Secret``, or ``(Secret, domains)`` when given as
+    ``(value, allowed_domains)``."""
+    if isinstance(value, tuple | list):
+        if (len(value) != 2 or not isinstance(value[1], list | tuple)
+                or not all(isinstance(d, str) and d for d in value[1])):
+            raise TypeError(
+                f"secrets[{name!r}]: give a value, or (value, allowed_domains) with "
+                "allowed_domains a list of domain names such as ['api.example.com']"
+            )
+        secret = value[0] if isinstance(value[0], Secret) else Secret(str(value[0]))
+        return (secret, tuple(value[1]))
+    return value if isinstance(value, Secret) else Secret(str(value))
+
+
+#: Checks an env runs before its first request (before any session id is asked for),
+#: registered by the package that makes them: ``ors_gym.platform`` registers the
+#: required-secrets preflight of ``check_secrets``. Each decides from the settings
+#: whether it applies.
+_PREFLIGHTS: list[Callable[[EnvSettings], Awaitable[None]]] = []
+
+
+def register_preflight(check: Callable[[EnvSettings], Awaitable[None]]) -> None:
+    """Add ``check`` to what ``preflight`` runs (once, however often it is registered)."""
+    if check not in _PREFLIGHTS:
+        _PREFLIGHTS.append(check)
+
+
+async def preflight(settings: EnvSettings) -> None:
+    """Run the registered checks for an env with ``settings``; one raises to stop it
+    before its first request."""
+    for check in _PREFLIGHTS:
+        await check(settings)

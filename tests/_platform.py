@@ -13,9 +13,13 @@ The key endpoints demand ``X-API-Key`` equal to ``api_key`` (401 else); the
 environment lookups do not (the SDK sends them without it). ``fail_rollouts``
 answers the next N rollout posts 503 with ``Retry-After: 0``; while ``hold`` is
 set (a ``threading.Event`` that is clear), rollout posts wait for it before
-answering. Any other path goes to ``sessions`` (e.g. a ``FrontDoor``), so one
-address serves the session host too. Every request (method, path, query,
-lower-cased headers, body) is kept in ``seen``, in arrival order.
+answering. ``refuse`` (a status and a JSON answer) answers every request whose path
+starts with ``refuse_prefix`` with it (402 for an account without credits, 500 for the
+API failing); with ``create_quotes_env``, ``/create`` fails 500 quoting the ``env`` its
+``/create_session`` carried (an environment that reports what it read). Any other path
+goes to ``sessions`` (e.g. a ``FrontDoor``), so one address serves the session host too.
+Every request (method, path, query, lower-cased headers, body) is kept in ``seen``, in
+arrival order.
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ class Platform:
         self.events: list[dict[str, Any]] = []
         self.fail_rollouts = 0
         self.hold: threading.Event | None = None
+        self.refuse: tuple[int, Any] | None = None
+        self.refuse_prefix = "/"
+        self.create_quotes_env = False
         self.seen: list[Recorded] = []
         self._lock = threading.Lock()
 
@@ -106,6 +113,14 @@ class Platform:
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         with self._lock:
             self.seen.append(Recorded(scope["method"], scope["path"], query, headers, body))
+        if self.refuse is not None and scope["path"].startswith(self.refuse_prefix):
+            await _send_json(send, *self.refuse)
+            return
+        if self.create_quotes_env and scope["path"] == "/create":
+            created = [r.json() for r in self.requests("/create_session") if r.body]
+            read = (created or [{}])[-1].get("env", {})
+            await _send_json(send, 500, {"detail": f"setup() failed with the variables {read}"})
+            return
         if scope["path"].startswith("/v1/"):
             status, answer, extra = await self._api(scope["method"], scope["path"], query,
                                                     headers, body)

@@ -14,7 +14,7 @@ import pytest
 from openreward.environments import Environment, Split, TextBlock, ToolOutput, tool
 
 from ors_gym import AsyncHttpBackend, AsyncLocalBackend, AsyncOrsEnv, OrsEnv
-from ors_gym.backends.http import pooled_client
+from ors_gym.backends.http import pooled_transport
 from ors_gym.envs.gridworld import GridWorld
 from ors_gym.envs.math import Math
 from ors_gym.serving import ServerThread
@@ -189,7 +189,7 @@ def test_256_concurrent_http_episodes(srv: ServerThread) -> None:
     before = live(srv)
 
     async def main() -> list[float]:
-        client = pooled_client(None, 260)
+        client = pooled_transport(None, 260)
         backend = AsyncHttpBackend(srv.url, transport=client)
         try:
             envs = [AsyncOrsEnv(env_name="math", backend=backend) for _ in range(256)]

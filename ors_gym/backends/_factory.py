@@ -52,11 +52,16 @@ def make_async_backend(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> AsyncBackend:
     """The async backend for ``base_url`` or ``settings.deployment`` (HTTP, with
-    ``settings.http``, sending through ``transport``, a shared ``pooled_client()``, when
+    ``settings.http``, sending through ``transport``, a shared ``pooled_transport()``, when
     given), else ``env_class`` (in-process)."""
     if _uses_http(settings, base_url):
         from ors_gym.backends.http import AsyncHttpBackend
 
+        if settings.deployment is not None:  # refused now, as the SDK refuses, not per session
+            from ors_gym.backends.http._codec import allowed_domains
+
+            for key, entry in (settings.plain_secrets() or {}).items():
+                allowed_domains(key, entry, hosted=True)
         # Errors name the options as an env's user sets them: gym.make(..., timeout=...).
         options = settings.http if transport is None else settings.http.replace(
             transport=transport)
@@ -76,17 +81,19 @@ def make_async_backends(
     idle_connections: int | None = None,
 ) -> tuple[list[AsyncBackend], Callable[[], Awaitable[None]]]:
     """One ``make_async_backend`` per URL, all over one shared connection pool (at most
-    ``max_connections`` open, ``idle_connections`` kept idle); and the coroutine function
+    ``max_connections`` open, ``settings.http.max_connections_per_host`` to one server,
+    ``idle_connections`` kept idle); and the coroutine function
     that closes the pool, to await after the backends' ``aclose``. A ``transport`` in
     ``settings.http`` is used instead of a pool (its owner closes it)."""
-    from ors_gym.backends.http import pooled_client
+    from ors_gym.backends.http import pooled_transport
 
     if settings.http.transport is not None:
         async def _theirs() -> None:
             return None
 
         return [make_async_backend(settings, base_url=url) for url in base_urls], _theirs
-    pool = pooled_client(max_connections, idle_connections)
+    pool = pooled_transport(max_connections, idle_connections,
+                         max_connections_per_host=settings.http.max_connections_per_host)
     backends = [make_async_backend(settings, base_url=url, transport=pool) for url in base_urls]
     return backends, pool.aclose
 

@@ -18,7 +18,13 @@ from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
-__all__ = ["AsyncBackend", "Backend", "SessionArgs", "check_session_args"]
+__all__ = [
+    "AsyncBackend", "Backend", "Secrets", "SessionArgs", "check_session_args", "secret_values",
+]
+
+
+#: Per-session secrets: a name to its value, or to ``(value, allowed_domains)``.
+Secrets = Mapping[str, "str | tuple[str, Sequence[str]]"]
 
 
 class SessionArgs(TypedDict, total=False):
@@ -34,8 +40,10 @@ class SessionArgs(TypedDict, total=False):
     """The split the task is in (with ``index``)."""
     index: int | None
     """The task's position in ``split``."""
-    secrets: Mapping[str, str] | None
-    """Per-session secrets (str names to str values), e.g. an API key the task's tools use."""
+    secrets: Secrets | None
+    """Per-session secrets, e.g. an API key the task's tools use: a name to its value, or
+    to ``(value, allowed_domains)``, the domains a hosted environment may send it to (see
+    ``secret_values``)."""
     toolset: str | None
     """A session toolset's name (``openreward.toolsets.BUILTIN_TOOLSETS``): its tools join
     the session's and its terminal tool, if any, replaces the environment's. Callers
@@ -71,6 +79,30 @@ def check_session_args(kwargs: SessionArgs) -> None:
     toolset = kwargs.get("toolset")
     if toolset is not None and (not isinstance(toolset, str) or not toolset):
         raise TypeError(f"toolset must be a toolset's name (a str) or None, got {toolset!r}")
+
+
+def secret_values(secrets: Secrets | None) -> dict[str, str]:
+    """The secrets' plain values (what an environment's constructor receives), after
+    checking each maps a str name to a str value or to ``(value, [domain, ...])``."""
+    plain: dict[str, str] = {}
+    for key, entry in (secrets or {}).items():
+        value = entry
+        if isinstance(entry, tuple | list):
+            if (len(entry) != 2 or not isinstance(entry[1], list | tuple)
+                    or not all(isinstance(d, str) and d for d in entry[1])):
+                raise TypeError(
+                    f"secret {key!r}: give a value, or (value, allowed_domains) with "
+                    "allowed_domains a list of domain names such as ['api.example.com']"
+                )
+            value = entry[0]
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(
+                "secrets must map str names to str values (or to (value, allowed_domains)), "
+                f"e.g. {{'OPENAI_API_KEY': 'sk-...'}}; got a {type(value).__name__} value for "
+                f"a {type(key).__name__} key"
+            )
+        plain[key] = value
+    return plain
 
 
 @runtime_checkable

@@ -9,7 +9,10 @@
   background (``RecordTrajectories(upload=...)``, ``ors-gym eval --upload``).
 
 The requests are those of the ``openreward`` SDK's client, sent with ors_gym's own
-HTTP backend (the SDK is not imported).
+HTTP backend (the SDK is not imported), through its public face for the platform's
+API (``AsyncHttpBackend.platform_api``). Importing this package registers the
+required-secrets preflight of ``check_secrets`` with the core
+(``ors_gym.settings.register_preflight``); ``import ors_gym`` imports it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from ors_gym.platform._difficulty import (
     task_weights,
     weighted_indices,
 )
-from ors_gym.platform._preflight import check_required_secrets
+from ors_gym.platform._preflight import check_required_secrets, secrets_preflight
 from ors_gym.platform._upload import RolloutUploader
+from ors_gym.settings import register_preflight
+
+register_preflight(secrets_preflight)  # check_secrets: asked before an env's first request
 
 __all__ = [
     "AsyncPlatformClient",

@@ -10,21 +10,19 @@ dataset rows (``weighted_indices``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from ors_gym._weights import check_weights
 from ors_gym.errors import OrsProtocolError
 
 __all__ = [
     "ResponseChars",
     "TaskDifficulty",
-    "check_weights",
     "dataset_indices",
-    "draw_index",
     "task_weights",
     "weighted_indices",
 ]
@@ -119,45 +117,6 @@ def task_weights(
         weights[i] = 4.0 * r * (1.0 - r) if prefer == "uncertain" else 1.0 - r
     floor = _FLOOR * max(max(weights), 1e-12)
     return [max(w, floor) for w in weights]
-
-
-def check_weights(weights: Any) -> tuple[float, ...]:
-    """``weights`` as a tuple of probabilities (normalised here, once, so a reset draws
-    with them as they are), or a ValueError saying what is wrong with them."""
-    if isinstance(weights, str | bytes) or not isinstance(weights, Sequence | np.ndarray):
-        raise TypeError(
-            "task_weights must be a list of floats, one per task index of the split "
-            f"(see ors_gym.platform.task_weights), got {type(weights).__name__}"
-        )
-    try:
-        values = tuple(float(w) for w in weights)
-    except (TypeError, ValueError):
-        raise TypeError("task_weights must hold numbers, one per task index") from None
-    bad = [w for w in values if not math.isfinite(w) or w < 0]
-    if bad or not any(values):
-        raise ValueError(
-            "task_weights must be finite and non-negative with at least one above zero, got "
-            + (f"{bad[0]!r}" if bad else "only zeros")
-        )
-    total = math.fsum(values)
-    return tuple(w / total for w in values)
-
-
-def _check_count(weights: Sequence[float], count: int, split: str | None) -> None:
-    if len(weights) != count:
-        raise ValueError(
-            f"task_weights has {len(weights)} weights but split {split!r} has {count} tasks; "
-            "give one weight per task index (ors_gym.platform.task_weights(rows, num_tasks))"
-        )
-
-
-def draw_index(
-    weights: Sequence[float], count: int, rng: np.random.Generator, split: str | None = None
-) -> int:
-    """A task index of a split of ``count`` tasks, drawn with ``weights`` (probabilities, as
-    ``check_weights`` gives them)."""
-    _check_count(weights, count, split)
-    return int(rng.choice(count, p=weights))
 
 
 def weighted_indices(

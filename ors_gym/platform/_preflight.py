@@ -5,7 +5,7 @@ fails inside every session it opens, a thousand times over in a training
 run. With ``check_secrets=True`` an env asks the platform once which secrets
 the deployment needs (``GET .../required-secrets``, as the SDK's
 ``list_required_secrets``) and raises ``OrsRequestError`` naming the missing
-ones before its first session. The answer is kept per API host and
+ones before its first request: no session id is asked for. The answer is kept per API host and
 deployment for the process, and concurrent first resets on one event loop
 (a vector env's) share one request.
 """
@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import weakref
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ors_gym.errors import OrsRequestError
-from ors_gym.platform._ops import api_location_and_source
+from ors_gym.secret import reveal
 
-__all__ = ["check_required_secrets", "missing_secrets"]
+if TYPE_CHECKING:
+    from ors_gym.settings import EnvSettings
+from ors_gym.backends.http import API_KEY_VAR, platform_api_location
+
+__all__ = ["check_required_secrets", "missing_secrets", "secrets_preflight"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -51,7 +57,7 @@ async def check_required_secrets(
 ) -> None:
     """Raise ``OrsRequestError`` naming the secrets ``deployment`` needs and ``given``
     lacks; the names are asked of the platform once per process."""
-    location, _ = api_location_and_source()
+    location, _ = platform_api_location()
     key = (location, deployment)
     required = _KNOWN.get(key)
     if required is None:
@@ -72,3 +78,12 @@ async def check_required_secrets(
             server=location,
         )
     logger.debug("%s: every required secret is given (%d)", deployment, len(required))
+
+
+async def secrets_preflight(settings: EnvSettings) -> None:
+    """The check ``ors_gym.platform`` registers with ``ors_gym.settings.register_preflight``:
+    for an env with ``check_secrets``, ``check_required_secrets`` before its first
+    request (so before any session id is asked for)."""
+    if settings.check_secrets and settings.deployment is not None:
+        key = reveal(settings.api_key) or os.environ.get(API_KEY_VAR) or None
+        await check_required_secrets(settings.deployment, settings.secrets or {}, key)

@@ -41,7 +41,7 @@ from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.observations import empty_observation, observation_space
 from ors_gym.secret import EnvSpecRedactor
-from ors_gym.settings import EnvSettings
+from ors_gym.settings import EnvSettings, preflight
 from ors_gym.spaces import ToolCallSpace
 from ors_gym.turn import Turn
 from ors_gym.vector._args import (
@@ -132,7 +132,7 @@ class OrsVectorEnv(VectorEnv):
         self.render_mode = render_mode
         urls = server_urls(base_url)
         if urls is None and settings.remote:  # a hosted deployment: the SDK's session host
-            from ors_gym.backends.http._settings import hosted_location
+            from ors_gym.backends.http import hosted_location
 
             urls = [hosted_location()]
         if urls is None and env_class is None:
@@ -165,6 +165,7 @@ class OrsVectorEnv(VectorEnv):
                 for i in range(self.num_envs)
             ]
             self._subenvs = SubEnvs(envs, self._servers, self.autoreset_mode)
+            self._runtime.run(preflight(settings))  # before the discovery asks for an id
             tools = self._runtime.run(catalog.tools())
         except BaseException:
             release(self._runtime, self._servers, self._close_pool, None)

@@ -40,6 +40,9 @@ def platform(
     app.ids.clear()
     app.fail_rollouts = 0
     app.hold = None
+    app.refuse = None
+    app.refuse_prefix = "/"
+    app.create_quotes_env = False
     _preflight._KNOWN.clear()
     for var in ("OPENREWARD_API_URL", "OPENREWARD_SESSION_URL"):
         monkeypatch.setenv(var, url)

@@ -21,6 +21,7 @@ from ors_gym.platform import (
     AsyncPlatformClient,
     PlatformClient,
     TaskDifficulty,
+    _preflight,
     dataset_indices,
     task_weights,
     weighted_indices,
@@ -76,20 +77,26 @@ def test_the_preflight_names_missing_secrets_before_any_session(
 ) -> None:
     platform.required[DEPLOYMENT] = ["OPENAI_API_KEY", "TAVILY_API_KEY", "api_key"]
     caplog.set_level(logging.DEBUG)
-    venv = OrsVectorEnv(4, deployment=DEPLOYMENT, check_secrets=True,
-                        secrets={"TAVILY_API_KEY": "tv-secret"})
-    try:
-        with pytest.raises(OrsRequestError) as raised:
-            venv.reset(seed=0)
-    finally:
-        venv.close()
+    with pytest.raises(OrsRequestError) as raised:  # asked as the vector env is made
+        OrsVectorEnv(8, deployment=DEPLOYMENT, check_secrets=True,
+                     secrets={"TAVILY_API_KEY": "tv-secret"})
     message = str(raised.value)
     # Only the missing one is named; the key's own secrets ride along as the SDK adds them.
     assert "OPENAI_API_KEY" in message and "TAVILY_API_KEY" not in message
     assert "no session was opened" in message
-    assert len(platform.requests("/v1/")) == 1  # one question for the four sub-envs
-    assert not [r for r in platform.requests() if r.path.endswith("/create")]
+    # One question for the eight sub-envs, and nothing asked of the session host: no
+    # session id, no discovery, no release.
+    assert [r.path for r in platform.requests()] == [
+        "/v1/environments/Acme/tools/required-secrets"]
     assert KEY not in caplog.text and "tv-secret" not in caplog.text
+
+    platform.clear()
+    _preflight._KNOWN.clear()
+    with OrsEnv(deployment=DEPLOYMENT, check_secrets=True) as env, \
+            pytest.raises(OrsRequestError, match="no session was opened"):
+        env.reset(options={"split": "train", "index": 0})
+    assert [r.path for r in platform.requests()] == [
+        "/v1/environments/Acme/tools/required-secrets"]
 
     platform.clear()
     with OrsEnv(deployment=DEPLOYMENT, check_secrets=True,
@@ -277,13 +284,13 @@ def test_the_api_host_is_the_sdks(environ: dict[str, str], monkeypatch: pytest.M
                                    ) -> None:
     from openreward import OpenReward
 
-    from ors_gym.platform._ops import api_location_and_source
+    from ors_gym.backends.http import platform_api_location
 
     for var in ("OPENREWARD_URL", "OPENREWARD_API_URL"):
         monkeypatch.delenv(var, raising=False)
     for var, value in environ.items():
         monkeypatch.setenv(var, value)
-    assert api_location_and_source()[0] == OpenReward(api_key="k").base_url
+    assert platform_api_location()[0] == OpenReward(api_key="k").base_url
     monkeypatch.setenv("OPENREWARD_API_URL", "api.example.test")
     with pytest.raises(ValueError, match="OPENREWARD_API_URL"):
-        api_location_and_source()
+        platform_api_location()

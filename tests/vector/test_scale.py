@@ -182,10 +182,10 @@ def test_many_async_episodes_on_one_loop(servers: list[ServerProcess]) -> None:
     import asyncio
 
     from ors_gym import AsyncOrsEnv
-    from ors_gym.backends.http import AsyncHttpBackend, pooled_client
+    from ors_gym.backends.http import AsyncHttpBackend, pooled_transport
 
     async def main() -> list[str]:
-        client = pooled_client(None, N_SCALE + 4)
+        client = pooled_transport(None, N_SCALE + 4)
         backends = [AsyncHttpBackend(s.url, transport=client) for s in servers]
         envs = [AsyncOrsEnv(backend=backends[i % N_SERVERS], env_name="census")
                 for i in range(N_SCALE)]

@@ -22,15 +22,19 @@ modules, in reading order:
 """
 
 from ors_gym.backends.http._options import HttpOptions
-from ors_gym.backends.http._pool import EnvProxyTransport, PooledTransport, pooled_client
+from ors_gym.backends.http._pool import EnvProxyTransport, PooledTransport, pooled_transport
+from ors_gym.backends.http._settings import API_KEY_VAR, hosted_location, platform_api_location
 from ors_gym.backends.http.async_ import AsyncHttpBackend
 from ors_gym.backends.http.sync import HttpBackend
 
 __all__ = [
+    "API_KEY_VAR",
     "AsyncHttpBackend",
     "EnvProxyTransport",
     "HttpBackend",
     "HttpOptions",
     "PooledTransport",
-    "pooled_client",
+    "hosted_location",
+    "platform_api_location",
+    "pooled_transport",
 ]

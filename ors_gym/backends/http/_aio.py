@@ -246,6 +246,48 @@ def _expire(future: asyncio.Future[None], error: type[Exception]) -> None:
         future.set_exception(error())
 
 
+class _loop_time_timeout:
+    """``asyncio.timeout`` counting only the time the loop ran: a connect finishes in
+    the kernel, but its task needs a few passes of the loop to see it, and a loop
+    busy with thousands of sessions can take seconds per pass. When the deadline
+    comes late (the loop was stalled ``_STALL_S`` or more), the stall is given back,
+    up to ``_MAX_GRACE`` times the timeout in all; a loop that runs on time times
+    out on time."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float | None) -> None:
+        self._loop = loop
+        self._timeout = timeout
+        self._inner = asyncio.timeout(None)
+
+    async def __aenter__(self) -> None:
+        await self._inner.__aenter__()
+        if self._timeout is not None:
+            start = self._loop.time()
+            self._last = start + self._timeout
+            self._limit = start + self._timeout * _MAX_GRACE
+            self._handle = self._loop.call_at(self._last, self._due)
+
+    def _due(self) -> None:
+        now = self._loop.time()
+        late = now - self._last
+        if late >= _STALL_S and now < self._limit:
+            self._last = min(now + late, self._limit)
+            self._handle = self._loop.call_at(self._last, self._due)
+            return
+        self._inner.reschedule(now)  # expires at once: the task is cancelled as by timeout
+
+    async def __aexit__(self, *exc_info: typing.Any) -> None:
+        if self._timeout is not None:
+            self._handle.cancel()
+        await self._inner.__aexit__(*exc_info)
+
+
+#: A deadline met this late means the loop was stalled, not the connect slow.
+_STALL_S = 0.5
+#: The most a stalled loop stretches a connect's timeout (times the timeout).
+_MAX_GRACE = 6.0
+
+
 @contextmanager
 def _connect_errors() -> Iterator[None]:
     try:
@@ -269,7 +311,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
     ) -> httpcore.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
         with _connect_errors():
-            async with asyncio.timeout(timeout):
+            async with _loop_time_timeout(loop, timeout):
                 transport, stream = await loop.create_connection(
                     lambda: AsyncioStream(loop), host, port,
                     local_addr=None if local_address is None else (local_address, 0),

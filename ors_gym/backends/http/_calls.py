@@ -26,9 +26,10 @@ answer. When a call may be sent again, so that a tool never runs twice:
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
-from ors_gym.backends.http._codec import encode_json, status_error
+from ors_gym.backends.http._codec import encode_json, mask, status_error
 from ors_gym.backends.http._exchange import Exchange, log_answer
 from ors_gym.backends.http._failures import CallDeadline, call_timeout_error
 from ors_gym.backends.http._retry import RetryHint, add_note, retry_delay, retry_hint
@@ -67,13 +68,15 @@ class ToolCalls(Exchange):
                 sink = StreamAssembler(max_bytes=s.max_response_bytes, what=what, where=where,
                                        deadline=deadline)
                 content = encode_json({**body, "task_id": sent_task_id}, what=what)
-                reply = yield Stream(target, headers, content, read_timeout, sink, what, where)
+                pool_timeout = None if deadline is None else max(deadline.left(), 0.001)
+                reply = yield Stream(target, headers, content, read_timeout, sink, what, where,
+                                     pool_timeout)
                 task_id = sink.task_id or task_id
                 if isinstance(reply, Streamed):
                     log_answer("POST", target, 200, reply.elapsed)
                     budget.through(self.clock())
                     if sink.done:
-                        result = _finish(sink, sent_task_id, what, where)
+                        result = _finish(sink, sent_task_id, what, where, self.hidden)
                         returned = True
                         return result
                     failure: OrsError = OrsConnectionError(
@@ -104,7 +107,7 @@ class ToolCalls(Exchange):
                                      what, reply.detail)
                         continue
                     failure = self._lost(reply, task_id, read_timeout, what, where)
-                    if reply.kind == "refused" and task_id is None:
+                    if reply.final and task_id is None:
                         raise failure
                     safe = reply.not_sent
                 if task_id is None and not safe:
@@ -134,7 +137,7 @@ class ToolCalls(Exchange):
                 "the server pings every 10 s",
                 **where.kw(),
             )
-        if task_id is not None and reply.kind != "refused":
+        if task_id is not None and not reply.final:
             return OrsConnectionError(
                 f"{what}: the stream was cut after the server acknowledged the call "
                 f"as task {task_id} ({reply.error_type}: {reply.detail or 'no detail'}); "
@@ -144,8 +147,9 @@ class ToolCalls(Exchange):
         return self.transport_error(what, where, reply)
 
 
-def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where) -> Any:
-    """A finished stream's result, or the error it carried."""
+def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where,
+            hidden: Iterable[str]) -> Any:
+    """A finished stream's result, or the error it carried (``hidden`` values masked)."""
     if sink.error is None:
         return sink.result()
     if sent_task_id is not None and sink.error.strip() == "unknown task_id":
@@ -156,7 +160,7 @@ def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: W
             **where.kw(),
         )
     raise OrsToolError(
-        f"{what} raised on the server: {sink.error}. The tool raised on the "
+        f"{what} raised on the server: {mask(sink.error, hidden)}. The tool raised on the "
         "server; this is a bug in the environment, not the agent",
         **where.kw(),
     )

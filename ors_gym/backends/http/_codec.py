@@ -14,15 +14,15 @@ import html
 import json
 import re
 import zlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import httpx
 
 from ors_gym import _json
-from ors_gym.backends.http._settings import API_KEY_VAR, Where
+from ors_gym.backends.base import Secrets, secret_values
+from ors_gym.backends.http._settings import API_KEY_VAR, WELL_KNOWN_SECRETS, Where
 from ors_gym.errors import OrsError, OrsProtocolError, error_for_status
-from ors_gym.protocol import check_secrets
 
 __all__ = [
     "ACCEPT_ENCODING",
@@ -30,10 +30,12 @@ __all__ = [
     "BodyDecoder",
     "BodyReader",
     "Where",
+    "allowed_domains",
     "build_headers",
     "decode_json",
     "encode_json",
     "error_detail",
+    "mask",
     "require_sse",
     "secrets_header",
     "status_error",
@@ -68,23 +70,54 @@ _KEY_WORDS = re.compile(r"\bkeys?\b|api[ _-]?key|credential|token|unauthori[sz]e
 
 
 def secrets_header(
-    secrets: Mapping[str, str], scoped: Mapping[str, tuple[str, list[str]]] | None = None
+    secrets: Secrets,
+    scoped: Mapping[str, tuple[str, list[str]]] | None = None, *, hosted: bool = False,
 ) -> str:
-    """The ``X-Secrets`` value: standard base64 of ``{"KEY": {"value": "..."}}``; ``scoped``
-    secrets also carry their ``allowed_domains`` (the user's own win on a clash)."""
+    """The ``X-Secrets`` value, as the SDK's client builds it: standard base64 of
+    ``{"KEY": {"value": "...", "allowed_domains": [...]}}``, the domains the platform's
+    egress proxy lets the value reach (see ``allowed_domains``). ``scoped`` secrets
+    (the key's own) come first; the user's win on a clash."""
     payload: dict[str, dict[str, Any]] = {
         key: {"value": value, "allowed_domains": list(domains)}
         for key, (value, domains) in (scoped or {}).items()
     }
-    payload.update({key: {"value": value} for key, value in check_secrets(secrets).items()})
+    values = secret_values(secrets)
+    for key, value in values.items():
+        domains = allowed_domains(key, secrets[key], hosted=hosted)
+        payload[key] = {"value": value} if domains is None else {
+            "value": value, "allowed_domains": domains}
     return base64.b64encode(json.dumps(payload).encode("utf-8")).decode("ascii")
+
+
+def allowed_domains(
+    key: str, entry: str | tuple[str, Sequence[str]], *, hosted: bool
+) -> list[str] | None:
+    """The domains secret ``key`` may be sent to: those given with it (``(value,
+    domains)``), else those the SDK's client knows for a well-known name
+    (``OPENAI_API_KEY`` -> ``api.openai.com``...). A plain value under another name is
+    refused for a hosted deployment, as the SDK's client refuses it (the platform's
+    proxy would otherwise not know where it may go); a plain server gets it alone
+    (None), as before."""
+    if isinstance(entry, tuple | list):
+        return [str(d) for d in entry[1]]
+    known = WELL_KNOWN_SECRETS.get(key)
+    if known is not None:
+        return list(known)
+    if not hosted:
+        return None
+    raise ValueError(
+        f"secret {key!r} is not a name whose domains the platform knows (the SDK's "
+        "WELL_KNOWN_SECRETS, e.g. OPENAI_API_KEY, ANTHROPIC_API_KEY, HF_TOKEN); pass it "
+        f"as secrets={{{key!r}: (value, ['api.example.com'])}} naming the domains the "
+        "environment may send it to"
+    )
 
 
 def build_headers(
     *,
     api_key: str | None,
     session_id: str | None = None,
-    secrets: Mapping[str, str] | None = None,
+    secrets: Secrets | None = None,
     extra: Mapping[str, str] | None = None,
     basic_auth: str | None = None,
     deployment: str | None = None,
@@ -105,7 +138,8 @@ def build_headers(
     if session_id:
         headers["X-Session-ID"] = session_id
     if secrets or scoped:
-        headers["X-Secrets"] = secrets_header(secrets or {}, scoped)
+        headers["X-Secrets"] = secrets_header(secrets or {}, scoped,
+                                              hosted=deployment is not None)
     return headers
 
 
@@ -131,10 +165,7 @@ def error_detail(body: bytes, hide: Iterable[str | None] = ()) -> str:
     input); values shorter than 4 characters are not, or every such run of the text
     would be masked.
     """
-    text = body.decode("utf-8", "replace").strip()
-    for value in sorted({v for v in hide if v and len(v) >= 4}, key=len, reverse=True):
-        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
-            text = text.replace(form, "***")
+    text = mask(body.decode("utf-8", "replace").strip(), hide)
     page = _html_page(text)
     if page is not None:
         return page
@@ -151,6 +182,15 @@ def error_detail(body: bytes, hide: Iterable[str | None] = ()) -> str:
     return text
 
 
+def mask(text: str, hide: Iterable[str | None]) -> str:
+    """``text`` with each value of ``hide`` of 4 characters or more replaced by ``***``,
+    as written or JSON-escaped (an answer that quotes it)."""
+    for value in sorted({v for v in hide if v and len(v) >= 4}, key=len, reverse=True):
+        for form in {value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]}:
+            text = text.replace(form, "***")
+    return text
+
+
 def _html_page(text: str) -> str | None:
     """An HTML error page (a gateway's, a CDN's) told by its title or first heading."""
     if not text[:200].lstrip().lower().startswith(("<!doctype html", "<html", "<head", "<body")):
@@ -162,13 +202,15 @@ def _html_page(text: str) -> str | None:
 
 
 def status_error(
-    status: int, detail: str, *, what: str, where: Where, session: bool = False
+    status: int, detail: str, *, what: str, where: Where, session: bool = False,
+    platform_api: bool = False,
 ) -> OrsError:
     """The error for a non-2xx answer that is not retried (or whose retries ran out).
 
     ``session`` marks endpoints that act on a session: there a 404/410 means the
     session is gone, except a 404 saying the environment does not implement the
-    endpoint (``/score_group``).
+    endpoint (``/score_group``). ``platform_api``: the answer is the OpenReward
+    platform API's own (no environment ran), and a 5xx says so.
     """
     gone = (session and status in (404, 410) and "not implement" not in detail
             and "deployment not found" not in detail.lower())
@@ -189,6 +231,12 @@ def status_error(
             f"{what} was refused ({status}): {detail}; the answer does not blame the API key "
             "(a front door such as a CDN or a proxy may have refused the request itself)"
         )
+    elif status == 402:
+        message = (
+            f"{what} was refused (402 Payment Required: {detail}): the OpenReward account "
+            "of this API key has no credits left; add credits to it on OpenReward (or use "
+            "another key), then try again"
+        )
     elif status == 404 and "deployment not found" in detail.lower():
         message = (
             f"{what} was refused (404: {detail}): no such deployment; deployment names are "
@@ -196,6 +244,13 @@ def status_error(
         )
     elif 400 <= status < 500:
         message = f"{what} was refused ({status}): {detail}"
+    elif platform_api:
+        message = (
+            f"{what} failed on the OpenReward platform's API ({status}): {detail}; the "
+            "platform itself failed (no environment was involved)"
+            + ("; retries ran out" if status in (502, 503, 504) else
+               "; try again later, and report it to OpenReward if it persists")
+        )
     else:
         if status == 500:
             hint = (

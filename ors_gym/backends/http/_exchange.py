@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ors_gym.backends.base import Secrets, secret_values
 from ors_gym.backends.http._codec import (
     build_headers,
     decode_json,
@@ -65,6 +66,9 @@ class Exchange:
         self.redirects = Redirects(settings)
         scheme, host, port = origin(settings.location)
         self.gate = gate_for(f"{scheme}://{host}:{port}", settings.api_key)
+        #: Values no error may show beside the API key: every secret and env override
+        #: a session was opened with (an environment's error may quote what it read).
+        self.hidden: set[str] = set()
 
     @property
     def location(self) -> str:
@@ -81,7 +85,7 @@ class Exchange:
         return Where(self.settings.location, env_name, session_id, tool)
 
     def headers(
-        self, session_id: str | None, secrets: Mapping[str, str] | None = None,
+        self, session_id: str | None, secrets: Secrets | None = None,
         scoped: Mapping[str, tuple[str, list[str]]] | None = None,
     ) -> dict[str, str]:
         """Every header of a request: the user's, auth, API key, deployment, session id,
@@ -100,7 +104,11 @@ class Exchange:
     def detail(self, body: bytes, hide: Iterable[str] = ()) -> str:
         """What an error answer said, the API key and the values in ``hide`` (a request's
         secrets and env overrides) never shown."""
-        return error_detail(body, hide=(self.settings.api_key, *hide))
+        return error_detail(body, hide=(self.settings.api_key, *self.hidden, *hide))
+
+    def hide(self, values: Iterable[str]) -> None:
+        """Keep ``values`` (a session's secrets and env overrides) out of every error."""
+        self.hidden.update(v for v in values if isinstance(v, str) and len(v) >= 4)
 
     def answered(
         self, reply: Answer, method: str, target: str, headers: Any, hops: int,
@@ -128,7 +136,7 @@ class Exchange:
         where: Where,
         body: Any = None,
         session: bool = False,
-        secrets: Mapping[str, str] | None = None,
+        secrets: Secrets | None = None,
         fallback: frozenset[int] = frozenset(),
         max_retries: int | None = None,
         timeout: float | None = None,
@@ -151,7 +159,7 @@ class Exchange:
         """
         s = self.settings
         headers = self.headers(where.session_id, secrets, scoped)
-        secret_values = list((secrets or {}).values())
+        hidden_values = list(secret_values(secrets).values())
         content = None if body is None else encode_json(body, what=what)
         budget = self.budget(max_retries, min(s.setup_timeout, s.starting_ride_out)
                              if setup else None)
@@ -171,7 +179,7 @@ class Exchange:
                     if reply.kind in ("read_timeout", "timeout"):
                         raise timeout_error(s, what, where, reply, setup)
                     failure: OrsError = self.transport_error(what, where, reply)
-                    if reply.kind == "refused":
+                    if reply.final:
                         raise failure
                     if reply.kind == "stale":  # a kept-alive connection closed while idle
                         logger.debug("%s %s: %s; sending it again", method, target, reply.detail)
@@ -196,8 +204,9 @@ class Exchange:
                     if status in fallback:
                         returned = True
                         return MISSING
-                    failure = status_error(status, self.detail(reply.body, secret_values),
-                                           what=what, where=where, session=session)
+                    failure = status_error(status, self.detail(reply.body, hidden_values),
+                                           what=what, where=where, session=session,
+                                           platform_api=s.platform_api)
                     hint = retry_hint(status, reply.headers)
                     if hint is None:
                         raise failure
@@ -213,7 +222,7 @@ class Exchange:
     # -- a server-issued session id -------------------------------------------------------
 
     def new_session_id(
-        self, where: Where, secrets: Mapping[str, str] | None = None,
+        self, where: Where, secrets: Secrets | None = None,
         scoped: Mapping[str, tuple[str, list[str]]] | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> Op[str]:
@@ -234,7 +243,7 @@ class Exchange:
         target, hops = "/create_session", 0
         content = b"{}" if not body else encode_json(dict(body), what=what)
         # What a refusal may echo: the secrets, and the overrides' values (``{"env": ...}``).
-        hidden = [*(secrets or {}).values(), *_strings(body)]
+        hidden = [*secret_values(secrets).values(), *_strings(body)]
         returned = False
         try:
             while True:
@@ -265,7 +274,7 @@ class Exchange:
                 else:
                     assert isinstance(reply, Failure), reply
                     failure = self.transport_error(what, where, reply)
-                    if reply.kind == "refused":
+                    if reply.final:
                         raise failure
                     if reply.kind == "stale":
                         continue

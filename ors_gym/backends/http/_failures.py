@@ -15,15 +15,21 @@ from ors_gym.backends.http._settings import Settings, Where
 from ors_gym.backends.http._steps import Failure
 from ors_gym.errors import OrsConnectionError, OrsTimeoutError
 
-__all__ = ["CallDeadline", "TotalTime", "call_timeout_error", "timeout_error", "transport_error"]
+__all__ = [
+    "CallDeadline", "TotalTime", "call_timeout_error", "descriptor_limit_note", "timeout_error",
+    "transport_error",
+]
 
 
 def transport_error(
     settings: Settings, what: str, where: Where, failure: Failure
 ) -> OrsConnectionError:
-    """The error for a request that got no answer (refused, timed out, dropped)."""
+    """The error for a request that got no answer (refused, timed out, dropped, or never
+    sent because this process is out of file descriptors)."""
     s = settings
-    if s.hosted and failure.kind in ("refused", "connect_timeout"):
+    if failure.kind == "no_descriptors":
+        return OrsConnectionError(f"{what}: {descriptor_limit_note(failure)}", **where.kw())
+    if (s.hosted or s.platform_api) and failure.kind in ("refused", "connect_timeout"):
         error = OrsTimeoutError if failure.kind == "connect_timeout" else OrsConnectionError
         return error(
             f"{what}: cannot reach the OpenReward {s.hosted_note()} "
@@ -49,6 +55,35 @@ def transport_error(
         f"({failure.error_type}: {failure.detail})",
         **where.kw(),
     )
+
+
+def descriptor_limit_note(failure: Failure) -> str:
+    """What running out of file descriptors means here, with the limit and how to raise it
+    (each open connection holds one; the server was not reached at all)."""
+    limits = ""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        limits = (f" (its limit, RLIMIT_NOFILE, is {_fds(soft)} soft, {_fds(hard)} hard)")
+        raise_it = (f"raise the soft limit, up to the hard one: `ulimit -n {_fds(hard)}` in the "
+                    "shell that starts Python, or resource.setrlimit(resource.RLIMIT_NOFILE, "
+                    "(n, hard)) before opening the sessions")
+    except (ImportError, OSError, ValueError):  # no RLIMIT_NOFILE on this platform
+        raise_it = "raise the open-files limit of this process"
+    return (
+        f"this process has no file descriptor left to open a connection "
+        f"({failure.error_type}: {failure.detail}){limits}; the request was not sent and "
+        f"the server was not reached. This is a local limit, not a server that is down: "
+        f"{raise_it}, or open fewer connections at once (max_connections_per_host, "
+        "max_connections)"
+    )
+
+
+def _fds(value: int) -> str:
+    import resource
+
+    return "unlimited" if value == resource.RLIM_INFINITY else str(value)
 
 
 def timeout_error(
@@ -92,6 +127,11 @@ class TotalTime:
         self.name = "setup_timeout" if setup else "timeout"
         self.what = what
         self.where = where
+
+    def answered(self) -> None:
+        """The answer's head arrived: its time starts now (a wait in this process's
+        queue for a connection is not the server's slowness)."""
+        self.deadline = self.clock() + self.limit
 
     def __call__(self) -> None:
         if self.clock() >= self.deadline:

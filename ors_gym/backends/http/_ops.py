@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Unpack
 
-from ors_gym.backends.base import SessionArgs, check_session_args
+from ors_gym.backends.base import SessionArgs, check_session_args, secret_values
 from ors_gym.backends.http._calls import ToolCalls
 from ors_gym.backends.http._settings import Settings, Where, key_domains
 from ors_gym.backends.http._steps import MISSING, Op
@@ -261,10 +261,11 @@ class Ops(ToolCalls):
         (which a failed ``create`` must give back: ``release``), else a uuid4 made here
         (see the module docstring). The arguments are checked first."""
         check_session_args(kwargs)
+        overrides = kwargs.get("env_overrides")
+        self.hide([*secret_values(kwargs.get("secrets")).values(), *(overrides or {}).values()])
         env = yield from self.env(env_name)
         if not self.settings.hosted:
             return str(uuid.uuid4())
-        overrides = kwargs.get("env_overrides")
         return (yield from self.new_session_id(
             self.where(env), kwargs.get("secrets"), self._key_secrets(),
             body={"env": dict(overrides)} if overrides else None))

@@ -16,11 +16,15 @@ from typing import Any
 
 import httpx
 
-__all__ = ["SETUP_TIMEOUT_S", "HttpOptions", "option_names"]
+__all__ = ["MAX_CONNECTIONS_PER_HOST", "SETUP_TIMEOUT_S", "HttpOptions", "option_names"]
 
 #: Default bound on creating a session and waiting for its prompt (the SDK's creation
 #: timeout is 30 minutes; its prompt request has none).
 SETUP_TIMEOUT_S = 1800.0
+#: Default bound on the connections open to one server: each in-flight request holds one
+#: (HTTP/1.1), so more sessions than this stepping at once queue for a connection instead
+#: of opening one each, and a process's file descriptors stay well within the usual limits.
+MAX_CONNECTIONS_PER_HOST = 1024
 
 
 def _doc(text: str) -> dict[str, str]:
@@ -69,8 +73,13 @@ class HttpOptions:
         "Extra request headers, sent to the server only (not across a redirect to "
         "another origin)."))
     max_connections: int | None = field(default=None, metadata=_doc(
-        "The most connections open at once (None: no bound); a request over it waits "
-        "up to `timeout`."))
+        "The most connections open at once (None: no bound); a request over it queues "
+        "for one, and its `timeout` starts once it has one (a tool call's `call_timeout` "
+        "counts the wait)."))
+    max_connections_per_host: int | None = field(default=MAX_CONNECTIONS_PER_HOST, metadata=_doc(
+        "The most connections open at once to one server (None: no bound); each "
+        "request in flight holds one, and a request over the bound queues for one as "
+        "`max_connections` says."))
     max_keepalive_connections: int | None = field(default=100, metadata=_doc(
         "The most idle connections kept for reuse (None: all)."))
     transport: httpx.AsyncBaseTransport | None = field(default=None, metadata=_doc(
@@ -98,10 +107,11 @@ class HttpOptions:
         if _not_int(self.max_response_bytes) or self.max_response_bytes <= 0:
             raise ValueError(
                 f"max_response_bytes must be a positive int, got {self.max_response_bytes!r}")
-        if self.max_connections is not None and (
-                _not_int(self.max_connections) or self.max_connections < 1):
-            raise ValueError(f"max_connections must be None (no bound) or an int >= 1, "
-                             f"got {self.max_connections!r}")
+        for name in ("max_connections", "max_connections_per_host"):
+            value = getattr(self, name)
+            if value is not None and (_not_int(value) or value < 1):
+                raise ValueError(f"{name} must be None (no bound) or an int >= 1, "
+                                 f"got {value!r}")
         if self.max_keepalive_connections is not None and (
                 _not_int(self.max_keepalive_connections) or self.max_keepalive_connections < 0):
             raise ValueError(f"max_keepalive_connections must be None (keep every idle "

@@ -4,7 +4,7 @@
 ``_http11.Http11Pool`` (httpcore's HTTP/1.1 connections over an asyncio-native
 network backend, ``_aio``): any ``httpx.AsyncClient(transport=...)`` can mount
 it, and ``AsyncHttpBackend`` calls its ``handle_async_request`` directly.
-``pooled_client`` makes one to share between backends; when a proxy variable
+``pooled_transport`` makes one to share between backends; when a proxy variable
 is set it makes an ``EnvProxyTransport`` instead, which sends through an
 ``httpx.AsyncClient(trust_env=True)``, so the variables mean what they mean
 to httpx (``NO_PROXY`` included).
@@ -21,13 +21,15 @@ import httpx
 
 from ors_gym.backends.http._aio import AsyncioBackend
 from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
+from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
 
 __all__ = [
+    "MAX_CONNECTIONS_PER_HOST",
     "EnvProxyTransport",
     "IdleConnectionClosedError",
     "PooledTransport",
     "httpx_error",
-    "pooled_client",
+    "pooled_transport",
     "proxy_variables_set",
 ]
 
@@ -96,8 +98,9 @@ class _ResponseStream(httpx.AsyncByteStream):
 class PooledTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 connections to any origin, reused while idle, as an httpx transport.
 
-    ``max_connections`` bounds the open connections (None: no bound; a request
-    over it waits up to its ``pool`` timeout, then raises ``httpx.PoolTimeout``);
+    ``max_connections`` bounds the open connections and ``max_connections_per_host``
+    those to one origin (None: no bound; a request over either queues for a
+    connection up to its ``pool`` timeout, then raises ``httpx.PoolTimeout``);
     at most ``max_keepalive_connections`` idle ones are kept (None: every one),
     each for httpx's default keep-alive expiry. HTTP/1.1 only, no proxy,
     certificates verified as httpx verifies them. Failures raise the httpx
@@ -109,10 +112,13 @@ class PooledTransport(httpx.AsyncBaseTransport):
         self,
         max_connections: int | None = None,
         max_keepalive_connections: int | None = None,
+        *,
+        max_connections_per_host: int | None = MAX_CONNECTIONS_PER_HOST,
     ) -> None:
-        if max_connections is not None and max_connections < 1:
-            raise ValueError(f"max_connections must be None (no bound) or >= 1, "
-                             f"got {max_connections}")
+        for name, value in (("max_connections", max_connections),
+                            ("max_connections_per_host", max_connections_per_host)):
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be None (no bound) or >= 1, got {value}")
         if max_keepalive_connections is not None and max_keepalive_connections < 0:
             raise ValueError(f"max_keepalive_connections must be None (keep every idle "
                              f"connection) or >= 0, got {max_keepalive_connections}")
@@ -120,6 +126,7 @@ class PooledTransport(httpx.AsyncBaseTransport):
             ssl_context=httpx.create_ssl_context(),
             max_connections=max_connections,
             max_keepalive_connections=max_keepalive_connections,
+            max_connections_per_host=max_connections_per_host,
             keepalive_expiry=httpx.Limits().keepalive_expiry,
             network=AsyncioBackend(),
         )
@@ -128,6 +135,11 @@ class PooledTransport(httpx.AsyncBaseTransport):
     def open_connections(self) -> int:
         """Connections open now, busy or idle."""
         return self._pool.open_connections
+
+    def open_to(self, url: str) -> int:
+        """Connections open now (busy, idle or being opened) to ``url``'s origin."""
+        parsed = httpx.URL(url)
+        return self._pool.open_to(parsed.raw_scheme, parsed.raw_host, parsed.port)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         """Send ``request`` on an idle connection to its origin, or a new one; the
@@ -171,12 +183,19 @@ class EnvProxyTransport(httpx.AsyncBaseTransport):
     """Requests sent through an ``httpx.AsyncClient(trust_env=True)``: the proxy variables
     (``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY``, ``NO_PROXY``) applied as httpx
     applies them, on httpx's own pool. The client is made on first use, and again after
-    ``aclose`` (the transport stays usable, as ``PooledTransport`` does)."""
+    ``aclose`` (the transport stays usable, as ``PooledTransport`` does).
+
+    Every connection goes to one host, the proxy (or, for ``NO_PROXY`` hosts, a
+    server): httpx's pool, which has no bound per host, is bounded by the smaller
+    of ``max_connections`` and ``max_connections_per_host``.
+    """
 
     def __init__(
-        self, max_connections: int | None = None, max_keepalive_connections: int | None = None
+        self, max_connections: int | None = None, max_keepalive_connections: int | None = None,
+        *, max_connections_per_host: int | None = MAX_CONNECTIONS_PER_HOST,
     ) -> None:
-        self._limits = httpx.Limits(max_connections=max_connections,
+        bounds = [b for b in (max_connections, max_connections_per_host) if b is not None]
+        self._limits = httpx.Limits(max_connections=min(bounds) if bounds else None,
                                     max_keepalive_connections=max_keepalive_connections)
         self._client: httpx.AsyncClient | None = None
 
@@ -199,20 +218,25 @@ def proxy_variables_set() -> bool:
     return any(found.get(scheme) for scheme in ("http", "https", "all"))
 
 
-def pooled_client(
+def pooled_transport(
     max_connections: int | None = None,
     max_keepalive_connections: int | None = None,
     *,
+    max_connections_per_host: int | None = MAX_CONNECTIONS_PER_HOST,
     trust_env: bool = True,
 ) -> httpx.AsyncBaseTransport:
     """A connection pool to share between backends (``AsyncHttpBackend(transport=...)``).
 
-    ``max_connections`` bounds its open connections (None: no bound); it keeps
-    at most ``max_keepalive_connections`` idle ones (None: all). A
+    ``max_connections`` bounds its open connections and ``max_connections_per_host``
+    those to one server (None: no bound; requests over them queue for a
+    connection); it keeps at most ``max_keepalive_connections`` idle ones (None:
+    all). A
     ``PooledTransport``; with ``trust_env`` and a proxy variable set, an
     ``EnvProxyTransport`` (httpx's client, which applies them). Whoever made it
     closes it (``await pool.aclose()``); the backends sending through it do not.
     """
     if trust_env and proxy_variables_set():
-        return EnvProxyTransport(max_connections, max_keepalive_connections)
-    return PooledTransport(max_connections, max_keepalive_connections)
+        return EnvProxyTransport(max_connections, max_keepalive_connections,
+                                 max_connections_per_host=max_connections_per_host)
+    return PooledTransport(max_connections, max_keepalive_connections,
+                           max_connections_per_host=max_connections_per_host)

@@ -26,6 +26,7 @@ from ors_gym.errors import redact_url
 __all__ = [
     "API_KEY_VAR",
     "DEFAULT_PLATFORM_URL",
+    "WELL_KNOWN_SECRETS",
     "Settings",
     "Where",
     "configure",
@@ -33,6 +34,7 @@ __all__ = [
     "hosted_location_and_source",
     "key_domains",
     "origin",
+    "platform_api_location",
     "platform_location",
     "split_base_url",
     "url_of",
@@ -86,6 +88,8 @@ class Settings(HttpOptions):
     #: (``"OPENREWARD_SESSION_URL"``...; ``key_source`` is empty when no key is set).
     location_source: str = "base_url"
     key_source: str = ""
+    #: The OpenReward platform's API host (not an ORS server): its errors say so.
+    platform_api: bool = False
 
     def how_to_set(self, name: str) -> str:
         """How the user raises option ``name``, as they set the others."""
@@ -94,10 +98,12 @@ class Settings(HttpOptions):
         return f"{self.set_as}({name}=...)"
 
     def hosted_note(self) -> str:
-        """For a hosted deployment's errors: the variables behind the host and the key."""
+        """For a hosted deployment's (or the platform API's) errors: the variables behind
+        the host and the key."""
         key = (f"the API key from {self.key_source}" if self.key_source else
                f"no API key is set ({API_KEY_VAR} is empty; set it or pass api_key=...)")
-        return f"session host {self.location} from {self.location_source}; {key}"
+        host = "platform API host" if self.platform_api else "session host"
+        return f"{host} {self.location} from {self.location_source}; {key}"
 
     @property
     def hosted(self) -> bool:
@@ -133,6 +139,13 @@ def hosted_location_and_source(environ: Mapping[str, str] | None = None) -> tupl
     return platform_location("OPENREWARD_SESSION_URL", "sessions", environ)
 
 
+def platform_api_location(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The platform's API host as the SDK finds it (``OPENREWARD_API_URL``, else the
+    ``api.`` subdomain of ``OPENREWARD_URL``), and the variable it came from."""
+    location, source = platform_location("OPENREWARD_API_URL", "api", environ)
+    return location.rstrip("/"), source
+
+
 def platform_location(
     variable: str, subdomain: str, environ: Mapping[str, str] | None = None
 ) -> tuple[str, str]:
@@ -154,6 +167,46 @@ def platform_location(
     source = (f"the {subdomain}. subdomain of OPENREWARD_URL" if env.get("OPENREWARD_URL") else
               f"the default ({variable} and OPENREWARD_URL are unset)")
     return urlunsplit(parts._replace(netloc=f"{subdomain}.{parts.netloc}")), source
+
+
+#: The secret names whose domains the SDK's client knows (its ``WELL_KNOWN_SECRETS``,
+#: copied so the HTTP wing needs no SDK; a test checks the copy against it).
+_WELL_KNOWN: dict[str, tuple[str, ...]] = {
+    "OPENAI_API_KEY": ("api.openai.com",),
+    "ANTHROPIC_API_KEY": ("api.anthropic.com",),
+    "GEMINI_API_KEY": ("generativelanguage.googleapis.com",),
+    "TAVILY_API_KEY": ("api.tavily.com",),
+    "GOOGLE_API_KEY": ("generativelanguage.googleapis.com",),
+    "COHERE_API_KEY": ("api.cohere.com",),
+    "MISTRAL_API_KEY": ("api.mistral.ai",),
+    "GROQ_API_KEY": ("api.groq.com",),
+    "TOGETHER_API_KEY": ("api.together.xyz",),
+    "REPLICATE_API_TOKEN": ("api.replicate.com",),
+    "HUGGINGFACE_API_KEY": ("api-inference.huggingface.co", "huggingface.co"),
+    "HF_TOKEN": ("huggingface.co", "api-inference.huggingface.co"),
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface.co", "api-inference.huggingface.co"),
+    "PERPLEXITY_API_KEY": ("api.perplexity.ai",),
+    "FIREWORKS_API_KEY": ("api.fireworks.ai",),
+    "DEEPSEEK_API_KEY": ("api.deepseek.com",),
+    "KAGGLE_KEY": ("www.kaggle.com",),
+    "KAGGLE_USERNAME": ("www.kaggle.com",),
+    "KAGGLE_API_KEY": ("www.kaggle.com",),
+    "E2B_API_KEY": ("api.e2b.app",),
+    "MODAL_TOKEN_ID": ("api.modal.com",),
+    "MODAL_TOKEN_SECRET": ("api.modal.com",),
+    "DAYTONA_API_KEY": ("app.daytona.io",),
+}
+WELL_KNOWN_SECRETS: dict[str, tuple[str, ...]] = {
+    **_WELL_KNOWN,
+    **{name.lower(): domains for name, domains in _WELL_KNOWN.items()},
+    'gh_auth_token': (
+        "github.com",
+        "api.github.com",
+        "uploads.github.com",
+        "objects.githubusercontent.com",
+        "raw.githubusercontent.com",
+    ),
+}
 
 
 #: First-party services the SDK lets an environment use the user's key with.
@@ -200,15 +253,24 @@ def configure(
     api_key: str | None = None,
     deployment: str | None = None,
     variant: str | None = None,
+    platform_api: bool = False,
 ) -> Settings:
     """The ``Settings`` of a backend made as ``set_as(base_url, ...)`` with ``options``.
 
     With ``deployment``, ``base_url`` and ``api_key`` default to the SDK's variables
-    (see the module docstring); for a plain server nothing is read from the environment.
+    (see the module docstring), and so for the ``platform_api`` host; for a plain
+    server nothing is read from the environment.
     """
     owner = "the env" if set_as == "env" else set_as
     sources: dict[str, str] = {}
-    if deployment is not None:
+    if platform_api:
+        if not base_url:
+            base_url, sources["location_source"] = platform_api_location()
+        sources["key_source"] = "api_key" if api_key else API_KEY_VAR
+        api_key = api_key or os.environ.get(API_KEY_VAR) or None
+        if api_key is None:
+            sources["key_source"] = ""
+    elif deployment is not None:
         _check_deployment(deployment, variant, owner)
         if not base_url:
             base_url, sources["location_source"] = hosted_location_and_source()
@@ -231,7 +293,8 @@ def configure(
     return Settings(location=location, set_as=set_as, basic_auth=basic_auth, api_key=api_key,
                     deployment=deployment, variant=variant,
                     location_source=sources.get("location_source", "base_url"),
-                    key_source=sources.get("key_source", ""), **values)
+                    key_source=sources.get("key_source", ""), platform_api=platform_api,
+                    **values)
 
 
 def url_of(location: str, path: str) -> str:

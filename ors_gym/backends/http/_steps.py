@@ -8,9 +8,9 @@ performs the steps; the decisions stay in the generator, testable with no socket
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from ors_gym.backends.http._codec import BodyReader
 from ors_gym.backends.http._settings import Where
@@ -19,6 +19,7 @@ from ors_gym.backends.http._sse import StreamAssembler
 __all__ = [
     "MISSING",
     "Answer",
+    "Deadline",
     "Effect",
     "Failure",
     "FailureKind",
@@ -31,6 +32,15 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+
+class Deadline(Protocol):
+    """A request's total-time check: called after each piece of the answer (raises once
+    the time is up); ``answered()`` starts its time when the answer's head arrives."""
+
+    def __call__(self) -> None: ...
+
+    def answered(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +60,7 @@ class Fetch:
     what: str
     where: Where
     max_bytes: int = 64 * 1024 * 1024
-    check: Callable[[], None] | None = None
+    check: Deadline | None = None
 
     def reader(self, content_encoding: str) -> BodyReader:
         return BodyReader(content_encoding, max_bytes=self.max_bytes, what=self.what,
@@ -62,7 +72,8 @@ class Stream:
     """POST ``content``; a 200 answer's raw bytes go to ``sink.read(pieces,
     content_encoding)``, any other answer is read whole into ``reader(content_encoding)``.
 
-    ``read_timeout`` is the longest silence allowed between two bytes.
+    ``read_timeout`` is the longest silence allowed between two bytes;
+    ``pool_timeout`` the longest wait for a connection (None: as long as it takes).
     """
 
     path: str
@@ -72,6 +83,8 @@ class Stream:
     sink: StreamAssembler
     what: str
     where: Where
+
+    pool_timeout: float | None = None
 
     def reader(self, content_encoding: str) -> BodyReader:
         return BodyReader(content_encoding, max_bytes=self.sink.max_bytes, what=self.what,
@@ -102,15 +115,17 @@ class Streamed:
     elapsed: float = 0.0
 
 
-FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken", "stale"]
+FailureKind = Literal["refused", "connect_timeout", "read_timeout", "timeout", "broken", "stale",
+                      "no_descriptors"]
 
 
 @dataclass(frozen=True)
 class Failure:
     """A request that got no HTTP answer.
 
-    ``refused`` and ``connect_timeout`` prove the request never left this
-    machine (``not_sent``); ``read_timeout`` is silence from a connected server;
+    ``refused``, ``connect_timeout`` and ``no_descriptors`` (this process out of
+    file descriptors) prove the request never left this machine (``not_sent``);
+    ``read_timeout`` is silence from a connected server;
     ``timeout`` any other timeout (write, pool); ``broken`` a dropped connection;
     ``stale`` a kept-alive connection the server closed while it sat idle, found
     as the request was written (it ended before a byte of the answer: the server
@@ -123,7 +138,13 @@ class Failure:
 
     @property
     def not_sent(self) -> bool:
-        return self.kind in ("refused", "connect_timeout")
+        return self.kind in ("refused", "connect_timeout", "no_descriptors")
+
+    @property
+    def final(self) -> bool:
+        """Sending again now would fail the same way: nothing listens there, or this
+        process can open no connection."""
+        return self.kind in ("refused", "no_descriptors")
 
 
 #: What an operation asks its driver to do (the I/O it leaves to the caller).

@@ -4,7 +4,7 @@ It drives the sans-IO operations (``_ops.Ops``): each yields steps (send
 this request, read this stream, wait this long) and this module performs
 them. Every request goes through one interface, an httpx transport's
 ``handle_async_request``: the transport given (shared with other backends,
-e.g. one ``pooled_client()`` under every sub-env of ``OrsVectorEnv``), or the
+e.g. one ``pooled_transport()`` under every sub-env of ``OrsVectorEnv``), or the
 backend's own pool, made on first use inside the running loop (and again if
 the backend is later used from another loop). Open sessions are pinged by a
 task on that loop.
@@ -35,7 +35,7 @@ from ors_gym.backends.http._httpx import (
 )
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._options import HttpOptions
-from ors_gym.backends.http._pool import pooled_client
+from ors_gym.backends.http._pool import pooled_transport
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
 from ors_gym.errors import OrsError, OrsSessionExpired
@@ -68,7 +68,7 @@ class AsyncHttpBackend(AsyncFace):
     (``AsyncHttpBackend(url, call_timeout=60)``), read back as ``options``.
     ``transport`` is any ``httpx.AsyncBaseTransport`` to send through, shared
     (the backend does not close it); without one the backend keeps its own
-    ``pooled_client`` (which honours the proxy variables as httpx does).
+    ``pooled_transport`` (which honours the proxy variables as httpx does).
     Requests are handed to the transport directly rather
     than through an ``httpx.AsyncClient``, whose per-request layers (auth flow,
     redirects, cookies, hooks) the operations already do as ORS needs them.
@@ -83,15 +83,45 @@ class AsyncHttpBackend(AsyncFace):
         api_key: str | None = None,
         options: HttpOptions | None = None,
         _set_as: str = "AsyncHttpBackend",
+        _platform_api: bool = False,
         **option_values: Any,
     ) -> None:
         self.options = HttpOptions.of(options, **option_values)
         self.settings = configure(_set_as, base_url, self.options, api_key=api_key,
-                                  deployment=deployment, variant=variant)
+                                  deployment=deployment, variant=variant,
+                                  platform_api=_platform_api)
         self.base_url = self.location = self.settings.location
         self._ops = Ops(self.settings, time.monotonic)
         self._shared = self.options.transport
         self.forget_sessions()
+
+    @classmethod
+    def platform_api(
+        cls, base_url: str | None = None, *, api_key: str | None = None,
+        set_as: str = "PlatformClient", **option_values: Any,
+    ) -> AsyncHttpBackend:
+        """A backend for the OpenReward platform's API host, beside the session hosts
+        (required secrets, task difficulty, the rollout log), to ask with ``request``.
+
+        ``base_url`` and ``api_key`` default as the SDK's (``OPENREWARD_API_URL``, else
+        ``api.`` + ``OPENREWARD_URL``; ``OPENREWARD_API_KEY``). Its errors speak of the
+        platform's API and the variables behind it, never of an environment or of
+        starting a server; ``set_as`` names the class the user made, in messages.
+        """
+        return cls(base_url, api_key=api_key, _set_as=set_as, _platform_api=True,
+                   **option_values)
+
+    async def request(
+        self, method: str, path: str, *, body: Any = None, what: str | None = None,
+        idempotent: bool = True,
+    ) -> Any:
+        """One JSON request to a path under ``base_url``, for endpoints beside the ORS
+        protocol (the platform's API): retried, redirected and reported as every ORS
+        request is (``idempotent=False``: sent again only when the server cannot have
+        read it). Returns the decoded JSON answer."""
+        return await self._run(self._ops.request(
+            method, path, what=what or f"{method} {path}", where=self._ops.where(),
+            body=body, idempotent=idempotent))
 
     def forget_sessions(self) -> None:
         """Forget connections, open sessions and the keepalive task without closing them
@@ -143,8 +173,9 @@ class AsyncHttpBackend(AsyncFace):
         loop = asyncio.get_running_loop()
         if self._own is None or self._own_loop is not loop:
             # A transport from another (finished) loop cannot be used or closed here.
-            self._own = pooled_client(self.options.max_connections,
-                                      self.options.max_keepalive_connections)
+            self._own = pooled_transport(
+                self.options.max_connections, self.options.max_keepalive_connections,
+                max_connections_per_host=self.options.max_connections_per_host)
             self._own_loop = loop
         return self._own
 
@@ -203,6 +234,8 @@ class AsyncHttpBackend(AsyncFace):
         try:
             response = await self._send(step.method, step.path, step.headers, step.content,
                                         fetch_timeouts(step, self.settings))
+            if step.check is not None:
+                step.check.answered()
             try:
                 return await _read(response, step, started)
             finally:

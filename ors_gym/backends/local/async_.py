@@ -17,7 +17,7 @@ from typing import Any, TypeVar, Unpack
 
 from ors_gym._compat.openreward import list_splits, supports_score_group
 from ors_gym.backends._face import AsyncFace
-from ors_gym.backends.base import SessionArgs, check_session_args
+from ors_gym.backends.base import SessionArgs, check_session_args, secret_values
 from ors_gym.backends.local import _sdk
 from ors_gym.backends.local._session import Session, close_all, dispatch, open_session
 from ors_gym.backends.local._values import (
@@ -48,7 +48,6 @@ from ors_gym.protocol import (
     ListToolsOutput,
     Message,
     Split,
-    check_secrets,
     parse,
 )
 
@@ -211,7 +210,7 @@ class AsyncLocalBackend(AsyncFace):
         task_spec, split, index = kwargs.get("task_spec"), kwargs.get("split"), kwargs.get("index")
         env, cls = self._class(env_name)
         what = f"create a {env} session"
-        plain_secrets = check_secrets(kwargs.get("secrets"))
+        plain_secrets = secret_values(kwargs.get("secrets"))  # no egress proxy here
         if task_spec is not None:
             try:
                 task = json_in(task_spec)

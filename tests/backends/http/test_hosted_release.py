@@ -126,7 +126,7 @@ def test_a_refusal_that_echoes_its_input_shows_no_override_or_secret(
         async with AsyncHttpBackend(url, deployment=DEPLOYMENT, api_key=KEY) as backend:
             with pytest.raises(OrsError) as caught:
                 await backend.create_session(
-                    "echo", split="train", index=0, secrets={"TOKEN": secret},
+                    "echo", split="train", index=0, secrets={"TOKEN": (secret, ["x.test"])},
                     env_overrides={"OPENAI_BASE_URL": override})
         return str(caught.value)
 

@@ -26,7 +26,7 @@ from openreward.environments import Server
 from PIL import Image
 
 from ors_gym.backends import Backend
-from ors_gym.backends.http import HttpBackend, pooled_client
+from ors_gym.backends.http import HttpBackend, pooled_transport
 from ors_gym.envs._common import text_output
 from ors_gym.envs.counter import Counter
 from ors_gym.envs.qa import QA
@@ -684,8 +684,8 @@ def test_a_forked_child_uses_and_closes_its_own_copy(srv: ServerThread) -> None:
     backend.close()
 
 
-@pytest.mark.parametrize("make", [lambda: httpx.AsyncHTTPTransport(), lambda: pooled_client()],
-                         ids=["httpx", "pooled_client"])
+@pytest.mark.parametrize("make", [lambda: httpx.AsyncHTTPTransport(), lambda: pooled_transport()],
+                         ids=["httpx", "pooled_transport"])
 def test_any_httpx_transport_carries_the_backend_and_stays_its_owners(
     srv: ServerThread, make: Callable[[], httpx.AsyncBaseTransport]
 ) -> None:

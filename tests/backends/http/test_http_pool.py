@@ -27,7 +27,7 @@ from ors_gym.backends.http._http11 import Http11Pool
 from ors_gym.backends.http._pool import (
     IdleConnectionClosedError,
     PooledTransport,
-    pooled_client,
+    pooled_transport,
 )
 
 TIMEOUTS = {"connect": 5.0, "read": 5.0, "write": 5.0, "pool": 5.0}
@@ -325,17 +325,17 @@ def test_bad_limits_are_refused_by_name(kwargs: dict[str, int], match: str) -> N
         PooledTransport(**kwargs)
 
 
-def test_pooled_client_is_one_shared_transport_any_client_can_mount() -> None:
+def test_pooled_transport_is_one_shared_transport_any_client_can_mount() -> None:
     async def main() -> None:
         async with _Server() as server:
-            pool = pooled_client(max_connections=1)
+            pool = pooled_transport(max_connections=1)
             assert isinstance(pool, PooledTransport)
             client = httpx.AsyncClient(transport=pool)
             answers = await asyncio.gather(*(client.get(f"{server.url}/{i}") for i in range(4)))
             assert [a.text for a in answers] == [f"ok /{i}" for i in range(4)]
             await client.aclose()
             with pytest.raises(httpx.ConnectError):
-                await httpx.AsyncClient(transport=pooled_client()).get("http://127.0.0.1:1/")
+                await httpx.AsyncClient(transport=pooled_transport()).get("http://127.0.0.1:1/")
         assert server.accepted == 1
 
     _run(main())

@@ -17,7 +17,7 @@ from ors_gym.backends.http import (
     HttpBackend,
     HttpOptions,
     PooledTransport,
-    pooled_client,
+    pooled_transport,
 )
 from ors_gym.env import OrsEnv
 from ors_gym.envs import BUNDLED
@@ -55,7 +55,7 @@ def test_the_proxy_variables_are_honoured(
     srv: ServerThread, proxy: ForwardProxy, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HTTP_PROXY", proxy.url)
-    assert isinstance(pooled_client(), EnvProxyTransport)
+    assert isinstance(pooled_transport(), EnvProxyTransport)
     env = gym.make("ors/Math-v0", base_url=srv.url)
     try:
         _episode(env)
@@ -76,8 +76,8 @@ def test_the_proxy_variables_are_honoured(
 
 
 def test_without_proxy_variables_the_own_pool_is_used(proxy: ForwardProxy) -> None:
-    assert isinstance(pooled_client(), PooledTransport)
-    assert isinstance(pooled_client(trust_env=False), PooledTransport)
+    assert isinstance(pooled_transport(), PooledTransport)
+    assert isinstance(pooled_transport(trust_env=False), PooledTransport)
 
 
 def test_a_transport_reaches_every_env_and_every_face(
