@@ -48,6 +48,7 @@ def script(backend: Any) -> Script:
     """The backend's script, cleared, and the backend's records cleared."""
     backend.script.use(None)
     backend.requests.clear()
+    backend.max_in_flight = backend.in_flight  # the most held at once, counted from here
     backend.gate.set()
     return backend.script  # type: ignore[no-any-return]
 

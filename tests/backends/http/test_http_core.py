@@ -34,12 +34,12 @@ from ors_gym.backends.http._settings import Settings, Where
 from ors_gym.backends.http._sse import StreamAssembler
 from ors_gym.backends.http._steps import (
     Answer,
+    Effect,
     Failure,
     Fetch,
     Op,
     Reply,
     Sleep,
-    Step,
     Stream,
     Streamed,
 )
@@ -129,7 +129,7 @@ def _events(pieces: Iterable[bytes], encoding: str = "") -> list[tuple[str, str]
     return sink.events
 
 
-def _send(op: Op[Any], reply: Reply) -> Step:
+def _send(op: Op[Any], reply: Reply) -> Effect:
     step = op.send(reply)
     assert isinstance(step, Fetch | Stream | Sleep)
     return step
