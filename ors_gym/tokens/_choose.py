@@ -18,20 +18,27 @@ from typing import Any
 
 from ors_gym.families import DEFAULT, detect, family, warn_once
 from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.tokens._vision import vision_bridge
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
 
 
 def make_bridge(
-    tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None
+    tokenizer: Any,
+    renderer: Any,
+    chat_template_kwargs: Mapping[str, Any] | None,
+    processor: Any = None,
 ) -> Bridge:
     """``renderer``: None (the tokenizer's family, found), ``"template"`` (its chat
     template, read by its family's rules), a renderers name/config/Renderer, or a
-    :class:`~ors_gym.tokens.Bridge`."""
+    :class:`~ors_gym.tokens.Bridge`. ``processor``: a vision model's processor, for the
+    family's multimodal renderer (:mod:`ors_gym.tokens._vision`)."""
     if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
         return renderer
     kwargs = dict(chat_template_kwargs or {})
+    if processor is not None:
+        return vision_bridge(tokenizer, processor, renderer, kwargs)
     found = detect(tokenizer)
     if renderer is None or renderer == "template":
         name = found.family

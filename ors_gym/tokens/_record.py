@@ -26,6 +26,7 @@ from ors_gym.formats import (
 from ors_gym.protocol import Message, ReasoningBlock
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
+from ors_gym.tokens._vision import accept, extend_row, split_processor, start_row
 from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
@@ -88,8 +89,10 @@ class TokenRecord:
         *,
         max_tokens: int | None,
         system: str | None,
+        processor: Any = None,
     ) -> None:
-        bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        tokenizer, processor = split_processor(tokenizer, processor)
+        bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, processor)
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
             raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
         self.tokenizer = tokenizer
@@ -110,14 +113,16 @@ class TokenRecord:
             messages.append({"role": "system", "content": self.system})
         messages += chat_messages(opening, multimodal=self.bridge.multimodal)
         prompt = self.bridge.prompt(messages, tools)
+        first = TokenRow(prompt_ids=prompt)
+        start_row(self.bridge, first, messages)
         self.trajectory = Trajectory(
-            rows=[TokenRow(prompt_ids=prompt)],
+            rows=[first],
             messages=messages,
             tools=tools,
             renderer=self.bridge.name,
             images=_images(observation),
         )
-        self.trajectory.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        self.trajectory.multi_modal_data = first.multi_modal_data
         return list(prompt)
 
     def reset_info(self, info: Mapping[str, Any], observation: Any) -> dict[str, Any]:
@@ -189,14 +194,22 @@ class TokenRecord:
         if stop is not None:  # the model reads no more: only close its turn
             row._add(self.bridge.close(ids), sampled=False)
         else:
-            added = self.bridge.extend(previous, ids, new, traj.tools, turn=message)
+            added, pending = extend_row(self.bridge, row, previous, ids, new, traj.tools,
+                                        message)
             if added is None:  # not provably append-only: a new row from the conversation
                 row._add(self.bridge.close(ids), sampled=False)
-                traj.messages += new
-                prompt = self.bridge.prompt(traj.messages, traj.tools)
-                row = TokenRow(prompt_ids=prompt, first_message=len(traj.messages))
-                traj.rows.append(row)
-                logger.debug("new token row at turn %d (history not provably kept)", traj.turns)
+                prompt = self.bridge.prompt([*traj.messages, *new], traj.tools)
+                # a new row's prompt counts what it adds beyond the episode's first prompt
+                if self.max_tokens is not None and (
+                        len(prompt) - len(traj.rows[0].prompt_ids) > self.max_tokens):
+                    stop, truncated = stops.MAX_TOKENS, True
+                else:
+                    traj.messages += new
+                    row = TokenRow(prompt_ids=prompt, first_message=len(traj.messages))
+                    start_row(self.bridge, row, traj.messages)
+                    traj.rows.append(row)
+                    logger.debug("new token row at turn %d (history not provably kept)",
+                                 traj.turns)
             elif (
                 self.max_tokens is not None
                 and len(row.completion_ids) + len(added) > self.max_tokens
@@ -206,6 +219,7 @@ class TokenRecord:
             else:
                 traj.messages += new
                 row._add(added, sampled=False)
+                accept(row, pending)  # the images, now that their ids are in
         if (
             stop is None
             and self.max_tokens is not None
@@ -213,7 +227,7 @@ class TokenRecord:
         ):
             stop, truncated = stops.MAX_TOKENS, True
         traj.stop_reason = stop
-        traj.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        traj.multi_modal_data = row.multi_modal_data
         info = dict(info)
         info.update(
             exchange=exchange,

@@ -29,6 +29,7 @@ class AsyncTokenEnv:
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        processor: Any = None,
     ) -> None:
         self.env = env
         self._core = ors_core(env)
@@ -40,7 +41,9 @@ class AsyncTokenEnv:
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
+            processor=processor,
         )
+        self.tokenizer = self._record.tokenizer  # a processor's own tokenizer
         self.bridge = self._record.bridge
 
     @property

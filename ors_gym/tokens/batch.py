@@ -37,6 +37,7 @@ from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens._open import Backends, EpisodeRow
 from ors_gym.tokens._record import TokenRecord, max_calls
+from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
@@ -67,7 +68,7 @@ class AsyncTokenBatch:
     """N token episodes, reset and stepped together on one event loop.
 
     ``tokenizer``, ``renderer``, ``max_tokens``, ``system`` and
-    ``chat_template_kwargs`` are ``TokenEnv``'s, for every episode.
+    ``chat_template_kwargs`` and ``processor`` are ``TokenEnv``'s, for every episode.
     ``backends``: a :class:`~ors_gym.tokens.Backends` to open episodes over
     (shared with other batches on the same loop, and not closed with this one);
     by default the batch makes its own and closes it in ``close()``.
@@ -82,11 +83,13 @@ class AsyncTokenBatch:
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         backends: Backends | None = None,
+        processor: Any = None,
     ) -> None:
+        tokenizer, self.processor = split_processor(tokenizer, processor)
         self.tokenizer = tokenizer
         self._renderer = renderer
         self._template = dict(chat_template_kwargs or {})
-        self.bridge: Bridge = make_bridge(tokenizer, renderer, self._template)
+        self.bridge: Bridge = make_bridge(tokenizer, renderer, self._template, self.processor)
         TokenRecord(tokenizer, self.bridge, None, max_tokens=max_tokens, system=system)  # checks
         self.max_tokens = max_tokens
         self.system = system
@@ -198,7 +201,7 @@ class AsyncTokenBatch:
         bridge = self.bridge
         if bridge.multimodal and not isinstance(self._renderer, Bridge):
             # a multimodal renderer keeps the episode's image data: one per episode
-            bridge = make_bridge(self.tokenizer, self._renderer, self._template)
+            bridge = make_bridge(self.tokenizer, self._renderer, self._template, self.processor)
         return TokenRecord(self.tokenizer, bridge, None, max_tokens=self.max_tokens,
                            system=self.system)
 

@@ -34,6 +34,8 @@ class TokenRow:
     logprobs: list[float] = field(default_factory=list)
     turns: int = 0
     first_message: int = 0
+    images: list[Any] = field(default_factory=list)
+    multi_modal_data: Any = None
 
     @property
     def ids(self) -> list[int]:
@@ -69,8 +71,9 @@ class Trajectory:
     ``"env_error"``, ``"timeout"``); ``failed`` says the environment failed.
     ``logprobs_given``: every turn came with the sampler's logprobs. ``images``:
     the images the environment sent (arrays, in order), also for a text model
-    that saw only a note; ``multi_modal_data``: a multimodal renderer's data for
-    the last row's placeholders.
+    that saw only a note, and the final reply's the model never read; the images a
+    vision model saw are each row's ``TokenRow.images``. ``multi_modal_data``: a
+    multimodal renderer's data for the last row's placeholders.
     """
 
     rows: list[TokenRow]
@@ -132,17 +135,22 @@ class Trajectory:
     def to_trl(self, row: int = -1) -> dict[str, Any]:
         """TRL ``rollout_func`` fields for one row (the last by default): ``prompt_ids``,
         ``completion_ids``, ``logprobs`` (None unless the sampler gave them) and
-        ``env_mask`` (1 on sampled ids)."""
+        ``env_mask`` (1 on sampled ids); for a vision model, ``images`` (the row's)."""
         r = self.rows[row]
-        return {
+        out = {
             "prompt_ids": list(r.prompt_ids),
             "completion_ids": list(r.completion_ids),
             "logprobs": list(r.logprobs) if self.logprobs_given else None,
             "env_mask": list(r.mask),
         }
+        if r.images:  # a vision model's: the row's images, in placeholder order
+            out["images"] = list(r.images)
+        return out
 
     def to_verl(self, row: int = -1) -> dict[str, Any]:
-        """veRL ``AgentLoopOutput`` fields for one row (the last by default)."""
+        """veRL ``AgentLoopOutput`` fields for one row (the last by default); for a vision
+        model, ``multi_modal_data={"image": [...]}``: the images whose placeholders are in
+        the row, in order, as veRL's processor expands them."""
         r = self.rows[row]
         out: dict[str, Any] = {
             "prompt_ids": list(r.prompt_ids),
@@ -157,8 +165,8 @@ class Trajectory:
                 "renderer": self.renderer,
             },
         }
-        if self.multi_modal_data is not None or self.images:
-            out["multi_modal_data"] = {"image": list(self.images)}
+        if r.images:  # exactly the images whose placeholders are in this row, in order
+            out["multi_modal_data"] = {"image": list(r.images)}
         return out
 
     def to_skyrl(self, row: int = -1) -> dict[str, Any]:

@@ -1,0 +1,251 @@
+"""Vision-language models at the token level: the processor, the family that renders images,
+and each row's images.
+
+A processor (``Qwen3VLProcessor``, ``Gemma4Processor``, ...) may be given as
+``processor=`` beside the tokenizer, or in the tokenizer's place (its
+``.tokenizer`` is used). It reaches the family's multimodal ``renderers``
+renderer (Qwen3-VL, Qwen3.5/3.6/3.8, Gemma 4), which expands each image into
+the placeholder run the processor gives and hands back the pixel data with the
+placeholders' offsets; Qwen2.5-VL, which no renderer serves, is rendered by its
+chat template and expanded here (:mod:`ors_gym.tokens._images`). A family that
+renders no image refuses a processor; a multimodal family without one reads
+the text note, said at WARNING (no processor is ever fetched from a hub).
+
+Each :class:`~ors_gym.tokens.TokenRow` keeps exactly the images whose
+placeholders are in its ids, in order, with the renderer's data for them; they
+are recorded only once the ids that carry them are accepted (a step over the
+token budget, or an environment reply the model never reads, adds none).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ors_gym.families import detect, family, warn_once
+
+__all__ = [
+    "Pending",
+    "extend_row",
+    "image_parts",
+    "renderer_with_processor",
+    "renders_images",
+    "split_processor",
+    "start_row",
+    "vision_bridge",
+]
+
+#: Processor classes (by name) of families no ``renderers`` renderer serves: their chat
+#: template renders, and the placeholders are expanded here.
+_TEMPLATE_FAMILIES = {"Qwen2_5_VLProcessor": "qwen2.5-vl", "Qwen2VLProcessor": "qwen2.5-vl"}
+
+
+def is_processor(obj: Any) -> bool:
+    """Whether ``obj`` is a multimodal processor (a tokenizer and an image processor)."""
+    return getattr(obj, "image_processor", None) is not None and hasattr(obj, "tokenizer")
+
+
+def split_processor(tokenizer: Any, processor: Any = None) -> tuple[Any, Any]:
+    """(the text tokenizer, the processor or None): a processor passed in the tokenizer's
+    place gives its ``.tokenizer``."""
+    if is_processor(tokenizer):
+        if processor is not None and processor is not tokenizer:
+            raise ValueError(
+                f"a processor ({type(tokenizer).__name__}) was passed as the tokenizer and "
+                f"another as processor= ({type(processor).__name__}): pass one of them"
+            )
+        return tokenizer.tokenizer, tokenizer
+    if processor is not None and not is_processor(processor):
+        raise TypeError(
+            f"processor= takes a multimodal processor with an image_processor and a "
+            f"tokenizer (e.g. transformers' Qwen3VLProcessor); got {type(processor).__name__}"
+        )
+    return tokenizer, processor
+
+
+# -- choosing the bridge ------------------------------------------------------------------
+
+
+def vision_bridge(
+    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
+) -> Any:
+    """The bridge that renders ``processor``'s images for ``tokenizer``'s family, or a
+    ValueError naming the processor where that family renders no image."""
+    from ors_gym.tokens._images import TemplateImagesBridge
+    from ors_gym.tokens._renderers import RenderersBridge
+
+    name = _family_of(tokenizer, processor, renderer)
+    if name == "qwen2.5-vl":
+        return TemplateImagesBridge(tokenizer, processor, kwargs)
+    if isinstance(renderer, str) or renderer is None:
+        fam = family(name)
+        if fam.renderer is None:
+            raise _refusal(processor, name, "renders no images here (no renderer serves it)")
+        bridge = RenderersBridge(tokenizer, fam.renderer, kwargs, processor=processor)
+    else:  # a renderers config or Renderer
+        bridge = RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
+    if not bridge.multimodal:
+        raise _refusal(processor, bridge.name.removeprefix("renderers:"),
+                       "renders text only: its renderer takes no image")
+    return bridge
+
+
+def _family_of(tokenizer: Any, processor: Any, renderer: Any) -> str:
+    """The family a processor's images are rendered for: ``renderer=`` where named, else
+    the tokenizer's (a Qwen3-style template that writes vision tokens is Qwen3-VL's)."""
+    if isinstance(renderer, str) and renderer != "template":
+        return renderer
+    if renderer is not None and renderer != "template":
+        return str(getattr(renderer, "name", "") or getattr(
+            getattr(renderer, "config", None), "name", ""))
+    kind = _TEMPLATE_FAMILIES.get(type(processor).__name__)
+    if kind is not None:
+        return kind
+    found = detect(tokenizer)
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    if found.family in (None, "qwen3", "hermes") and "<|vision_start|>" in template:
+        return "qwen3-vl"
+    if found.family is None:
+        raise _refusal(processor, "unknown",
+                       f"cannot be told ({found.how}); pass renderer=<family> "
+                       "(e.g. 'qwen3.5', 'qwen3-vl', 'gemma4')")
+    return found.family
+
+
+def _refusal(processor: Any, name: str, why: str) -> ValueError:
+    return ValueError(
+        f"processor={type(processor).__name__} was given, but the {name!r} model family "
+        f"{why}. Images are rendered for Qwen2.5-VL, Qwen3-VL, Qwen3.5/3.6/3.8 and Gemma 4; "
+        "drop processor= to show a text model a note in place of each image"
+    )
+
+
+# -- the renderers side -----------------------------------------------------------------------
+
+
+def renderer_with_processor(renderer: Any, tokenizer: Any, processor: Any) -> Any:
+    """``renderer`` rebuilt with ``processor`` (renderers' factory takes none: its
+    multimodal renderers take it as ``processor=``)."""
+    try:
+        return type(renderer)(tokenizer, renderer.config, processor=processor)
+    except TypeError as exc:
+        raise _refusal(processor, str(getattr(renderer.config, "name", renderer)),
+                       "renders text only: its renderer takes no processor") from exc
+
+
+def renders_images(lib: Any, renderer: Any, name: str) -> bool:
+    """Whether the renderer renders images here: it is multimodal and has a processor. A
+    multimodal renderer without one renders the text note, said at WARNING (it would
+    otherwise fetch a processor from the hub at the first image)."""
+    from ors_gym._compat.renderers import renderer_processor
+
+    if not lib.is_multimodal(renderer):
+        return False
+    if renderer_processor(renderer) is not None:
+        return True
+    warn_once(
+        f"the {name!r} renderer renders images, but no processor was given: images reach "
+        "the model as a text note; pass processor=<the model's processor> (e.g. "
+        "AutoProcessor.from_pretrained(...)) to TokenEnv, AsyncTokenEnv or the batch to "
+        "show them"
+    )
+    return False
+
+
+# -- chat content ---------------------------------------------------------------------------
+
+
+def image_part(data: str, mime: str) -> dict[str, Any]:
+    """A chat content part holding an image as a data URL, the shape both the renderers
+    and the families' chat templates read."""
+    url = data if data.startswith("data:") else f"data:{mime};base64,{data}"
+    return {"type": "image", "image": url}
+
+
+def image_parts(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The image parts of ``messages``, in the order a chat template renders them."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            out += [dict(p) for p in content if isinstance(p, Mapping) and p.get("type") == "image"]
+    return out
+
+
+def to_pil(part: Mapping[str, Any]) -> Any:
+    """An image part as an RGB ``PIL.Image`` (what processors and trainers take)."""
+    from PIL import Image
+
+    raw = part["image"]
+    if isinstance(raw, Image.Image):
+        return raw.convert("RGB")
+    _, _, data = str(raw).partition(",")
+    return Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")
+
+
+# -- each row's images --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Images a rendering added, kept until its ids are accepted: the parts in order, and
+    the bridge's data for the row after them."""
+
+    parts: list[dict[str, Any]]
+    data: Any
+
+
+def _placeholders(data: Any) -> int:
+    if data is None:
+        return 0
+    return len(getattr(data, "mm_placeholders", {}).get("image", ()))
+
+
+def _pending(bridge: Any, before: Any, parts: list[dict[str, Any]]) -> Pending | None:
+    if not getattr(bridge, "multimodal", False):
+        return None
+    data = getattr(bridge, "multi_modal_data", None)
+    added = _placeholders(data) - _placeholders(before)
+    if added != len(parts):
+        raise RuntimeError(
+            f"the {bridge.name} bridge rendered {added} image placeholder run(s) for "
+            f"{len(parts)} image(s): the images cannot be matched to the ids"
+        )
+    return Pending(parts, data)
+
+
+def start_row(bridge: Any, row: Any, messages: Sequence[Mapping[str, Any]]) -> None:
+    """Record the images of a row just started from ``messages`` (after ``bridge.prompt``)."""
+    pending = _pending(bridge, None, image_parts(messages))
+    if pending is not None:
+        accept(row, pending)
+
+
+def extend_row(
+    bridge: Any,
+    row: Any,
+    previous: list[int],
+    completion: list[int],
+    new: Sequence[Mapping[str, Any]],
+    tools: list[dict[str, Any]],
+    turn: Mapping[str, Any],
+) -> tuple[list[int] | None, Pending | None]:
+    """``bridge.extend`` from the row's own image data (a bridge shared by episodes keeps
+    none of theirs), and the images it added, for :func:`accept` once the ids are taken."""
+    if getattr(bridge, "multimodal", False):
+        bridge.multi_modal_data = row.multi_modal_data
+    added = bridge.extend(previous, completion, new, tools, turn=turn)
+    if added is None:
+        return None, None
+    return added, _pending(bridge, row.multi_modal_data, image_parts(new))
+
+
+def accept(row: Any, pending: Pending | None) -> None:
+    """Record ``pending``'s images on ``row``: its ids are in the row now."""
+    if pending is None:
+        return
+    row.images.extend(to_pil(p) for p in pending.parts)
+    row.multi_modal_data = pending.data
