@@ -149,8 +149,9 @@ class Trajectory:
 
     def to_verl(self, row: int = -1) -> dict[str, Any]:
         """veRL ``AgentLoopOutput`` fields for one row (the last by default); for a vision
-        model, ``multi_modal_data={"image": [...]}``: the images whose placeholders are in
-        the row, in order, as veRL's processor expands them."""
+        model, ``multi_modal_data={"images": [...]}`` (``AgentLoopOutput``'s key): the
+        images whose placeholders are in the row, in order, as veRL's processor expands
+        them."""
         r = self.rows[row]
         out: dict[str, Any] = {
             "prompt_ids": list(r.prompt_ids),
@@ -166,7 +167,7 @@ class Trajectory:
             },
         }
         if r.images:  # exactly the images whose placeholders are in this row, in order
-            out["multi_modal_data"] = {"image": list(r.images)}
+            out["multi_modal_data"] = {"images": list(r.images)}
         return out
 
     def to_skyrl(self, row: int = -1) -> dict[str, Any]:

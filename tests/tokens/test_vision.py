@@ -151,7 +151,7 @@ def test_images_sit_in_their_tool_messages_and_the_ids_are_the_processors(
     spans = data.mm_placeholders["image"]
     assert [s.length for s in spans] == [run] * len(MOVES)
     assert all(set(row.ids[s.offset: s.offset + s.length]) == {pad} for s in spans)
-    assert traj.to_verl()["multi_modal_data"]["image"] == row.images
+    assert traj.to_verl()["multi_modal_data"]["images"] == row.images
     assert traj.to_trl()["images"] == row.images
     assert row.images[1].tobytes() == row.images[0].tobytes()  # the blocked move's frame
 
@@ -172,7 +172,7 @@ def test_a_new_row_carries_every_image_its_prompt_shows(qwen: Any) -> None:
     for row in traj.rows:  # each row's placeholder runs are its images', in order
         spans = row.multi_modal_data.mm_placeholders["image"]
         assert len(spans) == 2 and sum(s.length for s in spans) == row.ids.count(pad)
-    assert [traj.to_verl(k)["multi_modal_data"]["image"] for k in (0, 1)] == [
+    assert [traj.to_verl(k)["multi_modal_data"]["images"] for k in (0, 1)] == [
         traj.rows[0].images, traj.rows[1].images]
 
 
@@ -256,7 +256,7 @@ def test_an_image_over_the_budget_ends_the_episode_and_is_not_recorded(qwen: Any
     assert truncated and info["stop_reason"] == stops.MAX_TOKENS
     assert obs == prompt + sampled and len(traj.rows[0].images) == 1  # the frame not in
     assert len(traj.rows[0].multi_modal_data.mm_placeholders["image"]) == 1
-    assert traj.to_verl()["multi_modal_data"]["image"] == traj.rows[0].images
+    assert traj.to_verl()["multi_modal_data"]["images"] == traj.rows[0].images
 
 
 def test_a_new_rows_prompt_counts_against_the_budget(qwen: Any) -> None:
