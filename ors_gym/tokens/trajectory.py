@@ -175,8 +175,16 @@ class Trajectory:
         row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
         (SkyRL's names, :data:`ors_gym.tokens.stops.SKYRL`: ``"length"`` for a token
         budget, ``"abort"`` for an environment failure, else ``"stop"``),
-        ``rollout_logprobs`` and, for step-wise training, ``is_last_step``."""
+        ``rollout_logprobs`` and, for step-wise training, ``is_last_step``. A row with
+        images (a vision model's) is refused: SkyRL's output carries none."""
         r = self.rows[row]
+        if r.images:
+            raise ValueError(
+                "SkyRL's GeneratorOutput has no field for images, and this row's ids hold "
+                f"{len(r.images)} image placeholder run(s): train a vision model with veRL's "
+                "'ors' agent loop (to_verl() carries the images), or drop processor= so the "
+                "model reads a note per image"
+            )
         return {
             "prompt_token_ids": list(r.prompt_ids),
             "response_ids": list(r.completion_ids),

@@ -315,3 +315,21 @@ def test_the_qwen35_template_renders_images_inside_tool_messages() -> None:
     """The family templates put a tool result's images in its tool message: what makes
     the episodes append-only (not a user turn, which Qwen3.5 reads as a new query)."""
     assert "<|vision_start|>" in chat_template("qwen3.5")
+
+
+def test_trainers_that_cannot_take_images_say_so(qwen: Any) -> None:
+    """SkyRL's output has no image field and TRL's rollout_func cannot hand images to the
+    trainer's forward pass: a vision row, or a processor, is refused with the way out."""
+    import asyncio
+
+    from ors_gym.skyrl import generate
+    from ors_gym.trl._token_rollout import TokenRollouts
+
+    env = TokenEnv(gym.make(GRID), qwen)
+    env.reset(options=TASK)
+    with pytest.raises(ValueError, match="SkyRL's GeneratorOutput has no field for images"):
+        env.trajectory.to_skyrl()
+    with pytest.raises(ValueError, match="SkyRL's GeneratorOutput has no field for images"):
+        asyncio.run(generate([], qwen, lambda p, b: [], max_tokens=8))
+    with pytest.raises(ValueError, match="rollout_func cannot hand images"):
+        TokenRollouts({}, "train", {"processor": qwen})
