@@ -333,3 +333,23 @@ def test_trainers_that_cannot_take_images_say_so(qwen: Any) -> None:
         asyncio.run(generate([], qwen, lambda p, b: [], max_tokens=8))
     with pytest.raises(ValueError, match="rollout_func cannot hand images"):
         TokenRollouts({}, "train", {"processor": qwen})
+
+
+def test_qwen3_vl_is_told_from_its_template_and_served_by_its_renderer() -> None:
+    """A Qwen3-style template that writes vision tokens, with a processor: Qwen3-VL's
+    renderer (found, not asked for), its ids the processor's, one row."""
+    from _tiny_lm import tiny_tokenizer
+
+    tok = tiny_tokenizer(chat_template_trl("qwen3_vl"))
+    tok.add_tokens(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"],
+                   special_tokens=True)
+    proc = qwen_processor(tok)
+    env = TokenEnv(gym.make(GRID), tok, processor=proc)
+    obs, info = env.reset(options=TASK)
+    assert info["renderer"] == "renderers:qwen3-vl"
+    call = '<tool_call>\n{"name": "move", "arguments": {"direction": "right"}}\n</tool_call>'
+    new, *_ = env.step([*tok(call, add_special_tokens=False)["input_ids"],
+                        tok.convert_tokens_to_ids("<|im_end|>")])
+    traj = env.trajectory
+    assert new[: len(obs)] == obs and len(traj.rows) == 1 and len(traj.rows[0].images) == 2
+    assert new == processor_ids(proc, traj)
