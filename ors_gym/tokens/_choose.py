@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ors_gym.families import DEFAULT, detect, family, warn_once
+from ors_gym.tokens._images import vision_bridge
 from ors_gym.tokens._renderers import RenderersBridge
-from ors_gym.tokens._vision import vision_bridge
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
@@ -33,7 +33,7 @@ def make_bridge(
     """``renderer``: None (the tokenizer's family, found), ``"template"`` (its chat
     template, read by its family's rules), a renderers name/config/Renderer, or a
     :class:`~ors_gym.tokens.Bridge`. ``processor``: a vision model's processor, for the
-    family's multimodal renderer (:mod:`ors_gym.tokens._vision`)."""
+    family's multimodal renderer (:mod:`ors_gym.tokens._images`)."""
     if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
         return renderer
     kwargs = dict(chat_template_kwargs or {})

@@ -1,11 +1,14 @@
-"""A vision family's chat template as a bridge, with each image expanded as its processor does.
+"""Which bridge renders a processor's images, and a vision family's chat template as one.
 
-Qwen2.5-VL has no ``renderers`` renderer. Its chat template (the processor's,
-else the tokenizer's) writes one ``<|vision_start|><|image_pad|><|vision_end|>``
-per image part, in order; the processor's image processor gives the image's
-grid, and the single ``<|image_pad|>`` becomes ``grid.prod() // merge_size**2``
-of them, as ``Qwen2_5_VLProcessor.__call__`` expands it. Everything else is the
-template bridge's (append-only proof, parsing by the Hermes rules).
+:func:`vision_bridge` chooses: the family's multimodal ``renderers`` renderer,
+built with the processor, or :class:`TemplateImagesBridge` for Qwen2.5-VL, which
+no renderer serves; a family that renders no image is refused by name.
+Qwen2.5-VL's chat template (the processor's, else the tokenizer's) writes one
+``<|vision_start|><|image_pad|><|vision_end|>`` per image part, in order; the
+image processor gives the image's grid, and the single ``<|image_pad|>``
+becomes ``grid.prod() // merge_size**2`` of them, as ``Qwen2_5_VLProcessor``
+expands it. Everything else is the template bridge's (the append-only proof,
+parsing by the Hermes rules).
 """
 
 from __future__ import annotations
@@ -14,11 +17,60 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ors_gym.families import DEFAULT, AssistantParse, Family
-from ors_gym.tokens._vision import image_parts, to_pil
+from ors_gym.families import DEFAULT, AssistantParse, Family, detect, family
+from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.tokens._vision import image_parts, refusal, to_pil
 from ors_gym.tokens.bridge import TemplateBridge
 
-__all__ = ["ImageData", "Placeholder", "TemplateImagesBridge"]
+__all__ = ["ImageData", "Placeholder", "TemplateImagesBridge", "vision_bridge"]
+
+
+#: Processor classes (by name) of families no ``renderers`` renderer serves: their chat
+#: template renders, and the placeholders are expanded here.
+_TEMPLATE_FAMILIES = {"Qwen2_5_VLProcessor": "qwen2.5-vl", "Qwen2VLProcessor": "qwen2.5-vl"}
+
+
+def vision_bridge(
+    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
+) -> Any:
+    """The bridge that renders ``processor``'s images for ``tokenizer``'s family, or a
+    ValueError naming the processor where that family renders no image."""
+    name = _family_of(tokenizer, processor, renderer)
+    if name == "qwen2.5-vl":
+        return TemplateImagesBridge(tokenizer, processor, kwargs)
+    if isinstance(renderer, str) or renderer is None:
+        fam = family(name)
+        if fam.renderer is None:
+            raise refusal(processor, name, "renders no images here (no renderer serves it)")
+        bridge = RenderersBridge(tokenizer, fam.renderer, kwargs, processor=processor)
+    else:  # a renderers config or Renderer
+        bridge = RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
+    if not bridge.multimodal:
+        raise refusal(processor, bridge.name.removeprefix("renderers:"),
+                       "renders text only: its renderer takes no image")
+    return bridge
+
+
+def _family_of(tokenizer: Any, processor: Any, renderer: Any) -> str:
+    """The family a processor's images are rendered for: ``renderer=`` where named, else
+    the tokenizer's (a Qwen3-style template that writes vision tokens is Qwen3-VL's)."""
+    if isinstance(renderer, str) and renderer != "template":
+        return renderer
+    if renderer is not None and renderer != "template":
+        return str(getattr(renderer, "name", "") or getattr(
+            getattr(renderer, "config", None), "name", ""))
+    kind = _TEMPLATE_FAMILIES.get(type(processor).__name__)
+    if kind is not None:
+        return kind
+    found = detect(tokenizer)
+    template = str(getattr(tokenizer, "chat_template", "") or "")
+    if found.family in (None, "qwen3", "hermes") and "<|vision_start|>" in template:
+        return "qwen3-vl"
+    if found.family is None:
+        raise refusal(processor, "unknown",
+                       f"cannot be told ({found.how}); pass renderer=<family> "
+                       "(e.g. 'qwen3.5', 'qwen3-vl', 'gemma4')")
+    return found.family
 
 
 @dataclass(frozen=True)

@@ -25,23 +25,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ors_gym.families import detect, family, warn_once
+from ors_gym.families import warn_once
 
 __all__ = [
     "Pending",
     "extend_row",
     "image_parts",
+    "refusal",
     "renderer_with_processor",
     "renders_images",
     "split_processor",
     "start_row",
-    "vision_bridge",
 ]
-
-#: Processor classes (by name) of families no ``renderers`` renderer serves: their chat
-#: template renders, and the placeholders are expanded here.
-_TEMPLATE_FAMILIES = {"Qwen2_5_VLProcessor": "qwen2.5-vl", "Qwen2VLProcessor": "qwen2.5-vl"}
-
 
 def is_processor(obj: Any) -> bool:
     """Whether ``obj`` is a multimodal processor (a tokenizer and an image processor)."""
@@ -66,56 +61,8 @@ def split_processor(tokenizer: Any, processor: Any = None) -> tuple[Any, Any]:
     return tokenizer, processor
 
 
-# -- choosing the bridge ------------------------------------------------------------------
-
-
-def vision_bridge(
-    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
-) -> Any:
-    """The bridge that renders ``processor``'s images for ``tokenizer``'s family, or a
-    ValueError naming the processor where that family renders no image."""
-    from ors_gym.tokens._images import TemplateImagesBridge
-    from ors_gym.tokens._renderers import RenderersBridge
-
-    name = _family_of(tokenizer, processor, renderer)
-    if name == "qwen2.5-vl":
-        return TemplateImagesBridge(tokenizer, processor, kwargs)
-    if isinstance(renderer, str) or renderer is None:
-        fam = family(name)
-        if fam.renderer is None:
-            raise _refusal(processor, name, "renders no images here (no renderer serves it)")
-        bridge = RenderersBridge(tokenizer, fam.renderer, kwargs, processor=processor)
-    else:  # a renderers config or Renderer
-        bridge = RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
-    if not bridge.multimodal:
-        raise _refusal(processor, bridge.name.removeprefix("renderers:"),
-                       "renders text only: its renderer takes no image")
-    return bridge
-
-
-def _family_of(tokenizer: Any, processor: Any, renderer: Any) -> str:
-    """The family a processor's images are rendered for: ``renderer=`` where named, else
-    the tokenizer's (a Qwen3-style template that writes vision tokens is Qwen3-VL's)."""
-    if isinstance(renderer, str) and renderer != "template":
-        return renderer
-    if renderer is not None and renderer != "template":
-        return str(getattr(renderer, "name", "") or getattr(
-            getattr(renderer, "config", None), "name", ""))
-    kind = _TEMPLATE_FAMILIES.get(type(processor).__name__)
-    if kind is not None:
-        return kind
-    found = detect(tokenizer)
-    template = str(getattr(tokenizer, "chat_template", "") or "")
-    if found.family in (None, "qwen3", "hermes") and "<|vision_start|>" in template:
-        return "qwen3-vl"
-    if found.family is None:
-        raise _refusal(processor, "unknown",
-                       f"cannot be told ({found.how}); pass renderer=<family> "
-                       "(e.g. 'qwen3.5', 'qwen3-vl', 'gemma4')")
-    return found.family
-
-
-def _refusal(processor: Any, name: str, why: str) -> ValueError:
+def refusal(processor: Any, name: str, why: str) -> ValueError:
+    """The error for a processor given to a family that cannot render its images."""
     return ValueError(
         f"processor={type(processor).__name__} was given, but the {name!r} model family "
         f"{why}. Images are rendered for Qwen2.5-VL, Qwen3-VL, Qwen3.5/3.6/3.8 and Gemma 4; "
@@ -132,7 +79,7 @@ def renderer_with_processor(renderer: Any, tokenizer: Any, processor: Any) -> An
     try:
         return type(renderer)(tokenizer, renderer.config, processor=processor)
     except TypeError as exc:
-        raise _refusal(processor, str(getattr(renderer.config, "name", renderer)),
+        raise refusal(processor, str(getattr(renderer.config, "name", renderer)),
                        "renders text only: its renderer takes no processor") from exc
 
 
