@@ -154,7 +154,9 @@ def _placeholders(data: Any) -> int:
 def _pending(bridge: Any, before: Any, parts: list[dict[str, Any]]) -> Pending | None:
     if not getattr(bridge, "multimodal", False):
         return None
-    data = getattr(bridge, "multi_modal_data", None)
+    if not hasattr(bridge, "multi_modal_data"):  # a Bridge of one's own: the parts, unchecked
+        return Pending(parts, None)
+    data = bridge.multi_modal_data
     added = _placeholders(data) - _placeholders(before)
     if added != len(parts):
         raise RuntimeError(

@@ -282,6 +282,9 @@ def test_a_text_family_refuses_a_processor_by_name(qwen: Any) -> None:
         TokenEnv(gym.make(GRID), qwen.tokenizer, processor=qwen, renderer="qwen3")
     with pytest.raises(TypeError, match="processor= takes a multimodal processor"):
         TokenEnv(gym.make(GRID), qwen.tokenizer, processor=qwen.tokenizer)
+    other = qwen_processor(qwen.tokenizer)
+    with pytest.raises(ValueError, match="passed as the tokenizer and another as processor="):
+        TokenEnv(gym.make(GRID), qwen, processor=other)
 
 
 def test_a_vision_family_without_processor_reads_the_note_and_says_so(
