@@ -13,7 +13,8 @@ episode's ``stop_reason`` (:mod:`ors_gym.tokens.stops`) is an extra field, with
 on (and the overflowing prompt is cut to ``rollout.prompt_length`` from the
 left, as veRL cuts its own, with reward 0). A vision model's row carries its images as
 ``multi_modal_data={"images": [...]}``, which veRL's processor expands again (pixel
-values, M-RoPE positions) against the row's placeholders.
+values, M-RoPE positions) against the row's placeholders; an overflowing prompt (never
+trained on) goes without its images and their placeholders, whose runs the cut would split.
 """
 
 from __future__ import annotations
@@ -69,6 +70,8 @@ def agent_loop_output(
         fields["response_mask"] = [0] * len(fields["response_mask"])
     if overflow:
         fields["reward_score"] = 0.0
+        if images:  # not trained on: cut, its image runs would not match its images
+            fields["prompt_ids"], images = _without_images(trajectory), {}
         if prompt_length is not None:
             fields["prompt_ids"] = fields["prompt_ids"][-prompt_length:]
     fields["num_turns"] = num_turns(trajectory.messages)
@@ -84,3 +87,12 @@ def agent_loop_output(
         multi_modal_data=images,
         metrics=AgentLoopMetrics(**dict(metrics or {})),
     )
+
+
+def _without_images(trajectory: Trajectory) -> list[int]:
+    """The last row's prompt without its images' placeholder runs."""
+    row = trajectory.rows[-1]
+    runs = getattr(row.multi_modal_data, "mm_placeholders", {}).get("image", ())
+    drop = {i for r in runs for i in range(r.offset, r.offset + r.length)}
+    return [t for i, t in enumerate(row.prompt_ids) if i not in drop]
+

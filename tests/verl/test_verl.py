@@ -412,3 +412,12 @@ def test_a_vision_models_row_goes_to_verl_with_exactly_its_images() -> None:
     grids = inputs["image_grid_thw"]
     pad = vl.convert_tokens_to_ids("<|image_pad|>")
     assert len(grids) == 2 and int(grids.prod(-1).sum()) // 4 == ids[0].tolist().count(pad)
+    # a first prompt over prompt_length: cut, masked, and without its images or their runs
+    env.reset(options={"task_spec": {"size": 2, "start": [0, 0], "goal": [1, 1],
+                                     "cell_px": 28}})
+    from ors_gym.tokens import stops
+
+    env.trajectory.stop_reason = stops.CONTEXT_OVERFLOW
+    over = agent_loop_output(env.trajectory, prompt_length=40)
+    assert len(over.prompt_ids) == 40 and pad not in over.prompt_ids
+    assert not over.multi_modal_data and set(over.response_mask) <= {0}
