@@ -27,7 +27,13 @@ from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverf
 
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.formats import StepExchange, step_exchange
-from ors_gym.tinker._convert import assistant_action, opening_messages, reply_messages, tool_specs
+from ors_gym.tinker._convert import (
+    assistant_action,
+    opening_messages,
+    reply_messages,
+    sees_images,
+    tool_specs,
+)
 from ors_gym.tokens import stops
 
 __all__ = ["STOP_REASONS", "OrsMessageEnv", "OrsTinkerEnv", "stop_reason"]
@@ -102,7 +108,7 @@ class OrsMessageEnv(MessageEnv):
             metrics["ors_return"] = self.ors_return
             await self.end()
         else:
-            self.history += reply_messages(exchange)
+            self.history += reply_messages(exchange, multimodal=sees_images(self.renderer))
         return MessageStepResult(
             reward=float(reward) if self.step_rewards else 0.0,
             episode_done=self.done,
