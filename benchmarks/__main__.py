@@ -27,7 +27,7 @@ from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
 NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens",
-         "sse", "batch")
+         "sse", "batch", "async")
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -47,6 +47,8 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "tokens": {"quick": {"rounds": 5}, "default": {}, "full": {}},
         "sse": {"quick": {"rounds": 3}, "default": {}, "full": {}},
         "batch": {"quick": {"groups": (8,), "rounds": 1}, "default": {}, "full": {}},
+        "async": {"quick": {"groups": (4,), "rounds": 1, "quick": True}, "default": {},
+                  "full": {"rounds": 5}},
     }
     return table[name][mode]
 
@@ -136,6 +138,7 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "tokens": ("benchmarks.bench_tokens", _same),
     "sse": ("benchmarks.bench_sse", _same),
     "batch": ("benchmarks.bench_batch", _same),
+    "async": ("benchmarks.bench_async", _same),
 }
 
 

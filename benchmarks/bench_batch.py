@@ -15,9 +15,9 @@ and ``_slow_env`` copied into it), interleaved in the same run.
 **verl**: 100 samples as veRL's agent loop opens them, in waves of 10 at once
 (each: open the row's episode, one step, give it back), against an SDK server
 whose ASGI app counts the TCP connections (client ports) and the ``/tools``
-discoveries it sees: the loop before this change (``EpisodeRow.make()``, an
-``AsyncOrsEnv`` and backend per sample) against ``AsyncTokenBatch`` over the
-loop's ``shared_backends()``.
+discoveries it sees: the loop before this change (an ``AsyncOrsEnv`` and
+backend per sample) against ``AsyncTokenBatch`` over the
+loop's ``shared_pool()``.
 
 Run: ``python -m benchmarks.bench_batch`` (``--quick``: G = 8 only, one round;
 ``--baseline e6a2f51``; ``--json PATH``). Needs the ``trl`` extra.
@@ -161,20 +161,23 @@ def _counting_server() -> Iterator[tuple[str, _Counting]]:
 def verl_rows() -> list[dict[str, Any]]:
     """Connections and discoveries per 100 samples, one AsyncOrsEnv per sample vs the
     shared backends."""
+    from ors_gym import AsyncOrsEnv
     from ors_gym.envs.testing import register_test_envs
-    from ors_gym.tokens import AsyncTokenBatch, AsyncTokenEnv, EpisodeRow, shared_backends
+    from ors_gym.registration import async_env_arguments
+    from ors_gym.tokens import AsyncTokenBatch, AsyncTokenEnv, EpisodeRow, shared_pool
 
     register_test_envs()  # ors/Latency-v0, the environment the rows name
     tok = _tokenizer()
     wait = [*tok('<tool_call>\n{"name": "wait", "arguments": {}}\n</tool_call>',
                  add_special_tokens=False)["input_ids"], tok.eos_token_id]
     counts: dict[str, tuple[int, int]] = {}
-    for case in ("a backend per sample", "shared_backends()"):
+    for case in ("a backend per sample", "shared_pool()"):
         with _counting_server() as (url, app):
             row_ = EpisodeRow("ors/Latency-v0", {"base_url": url}, {"index": 0})
 
             async def old_way(r: EpisodeRow = row_) -> None:
-                env = AsyncTokenEnv(r.make(), tok)
+                env = AsyncTokenEnv(AsyncOrsEnv(**async_env_arguments(r.env_id, r.env_kwargs)),
+                                    tok)
                 try:
                     await env.reset(options=r.options)
                     await env.step(wait)
@@ -182,7 +185,7 @@ def verl_rows() -> list[dict[str, Any]]:
                     await env.close()
 
             async def new_way(r: EpisodeRow = row_) -> None:
-                batch = AsyncTokenBatch(tok, backends=shared_backends())
+                batch = AsyncTokenBatch(tok, pool=shared_pool())
                 try:
                     await batch.reset([r])
                     await batch.step([wait])
@@ -192,7 +195,7 @@ def verl_rows() -> list[dict[str, Any]]:
             async def run(one: Any = old_way if case.startswith("a ") else new_way) -> None:
                 for _ in range(SAMPLES // WAVE):
                     await asyncio.gather(*(one() for _ in range(WAVE)))
-                await shared_backends().aclose()
+                await shared_pool().aclose()
 
             asyncio.run(run())
             discoveries = sum(n for p, n in app.paths.items() if p.endswith("/tools"))

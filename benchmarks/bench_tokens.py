@@ -201,7 +201,7 @@ def _run(rounds: int, turns: int) -> list[dict[str, Any]]:
         return statistics.median(values) * 1e6
 
     def calls(actions: list[Any]) -> list[Any]:
-        return [([(c.name, c.arguments) for c in a.tool_calls], a.message) for a in actions]
+        return [([(c.name, c.arguments) for c in a.tool_calls], a.text) for a in actions]
 
     for c in bridges:  # the env got the same calls in both pipelines: the same steps
         assert calls(per[c][0]["actions"]) == calls(per["text"][0]["actions"]), c

@@ -70,6 +70,7 @@ SUBMODULES = (
     "ors_gym.trl",
     "ors_gym.skyrl",
     "ors_gym.tokens",
+    "ors_gym.gateway",
     "ors_gym.platform",
 )
 

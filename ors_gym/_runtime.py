@@ -29,14 +29,15 @@ locks belong to the parent's threads) and make new ones on first use.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from types import CoroutineType
-from typing import Any, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from ors_gym._compat.asyncio import (
     get_running_loop_or_none,
@@ -44,11 +45,12 @@ from ors_gym._compat.asyncio import (
     running_loop_set_aside,
 )
 
-__all__ = ["IDLE_GRACE_S", "Runtime", "finish_loop"]
+__all__ = ["IDLE_GRACE_S", "Runtime", "blocking", "finish_loop"]
 
 logger = logging.getLogger("ors_gym")
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 #: Seconds the loop may sit undriven with tasks pending before the background driver
 #: takes over (calls closer together than this never leave the caller's thread).
@@ -377,3 +379,18 @@ def _after_fork_in_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def blocking(
+    method: Callable[Concatenate[Any, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[Any, _P], _T]:
+    """The blocking twin of an async method (typed as ``method``), for a blocking face:
+    an object with ``core`` (the async object) and ``runtime`` (the :class:`Runtime` it
+    runs on). It runs ``core``'s method of that name to its result on the runtime."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def run(self: Any, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        return self.runtime.run(getattr(self.core, name)(*args, **kwargs))
+
+    return run

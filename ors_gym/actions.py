@@ -1,7 +1,8 @@
 """Agent actions -> tool calls.
 
 An ORS agent acts only through tool calls. :func:`parse_action` accepts what
-agents and model clients actually produce and returns a :class:`ParsedAction`:
+agents and model clients actually produce and returns an :class:`AssistantTurn`,
+the one record of a parsed turn from a model family's parser to the env's step:
 
 - a ``str``: a plain message, or text carrying tool calls as JSON (``{"name": ...,
   "arguments": {...}}``, a list of them, whole, fenced in a code block or embedded in
@@ -10,12 +11,13 @@ agents and model clients actually produce and returns a :class:`ParsedAction`:
 - a ``dict``: ``{"tool_calls": [...], "message": "..."}`` whose calls may be in
   the generic shape or as OpenAI chat-completions, Anthropic ``tool_use`` or
   OpenAI Responses ``function_call`` items; or one bare call dict;
-- a ``list``/``tuple`` of call dicts or :class:`ToolCall` objects; a :class:`ParsedAction`.
+- a ``list``/``tuple`` of call dicts or :class:`ToolCall` objects; an :class:`AssistantTurn`
+  (read already, by a model family's parser or a model client's output reader).
 
 Two kinds of failure are kept apart. A malformed action *structure* is a
 programming error and raises :class:`~ors_gym.errors.OrsActionError`. A tool
 call the model wrote badly (invalid JSON, arguments that are not an object) is
-an agent mistake: it lands in :attr:`ParsedAction.errors` so the environment
+an agent mistake: it lands in :attr:`AssistantTurn.errors` so the environment
 can show it to the agent as an observation.
 """
 
@@ -31,8 +33,9 @@ from typing import Any
 import numpy as np
 
 from ors_gym.errors import OrsActionError
+from ors_gym.protocol import ReasoningBlock
 
-__all__ = ["ParsedAction", "ToolCall", "parse_action"]
+__all__ = ["AssistantTurn", "ToolCall", "call_id", "parse_action"]
 
 _VALID_SHAPE = (
     'Valid actions: a str message; {"tool_calls": [{"name": "tool", "arguments": {...}}], '
@@ -64,21 +67,47 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
-class ParsedAction:
-    """An action split into tool calls, free text, and notes on unparseable calls."""
+class AssistantTurn:
+    """One assistant turn as read: its tool calls, free text, notes on unparseable calls
+    and reasoning. The same record goes from a model family's parser (or a model
+    client's output) to the env's step, which runs its calls as they are; the calls'
+    ids come back in the step's records (``info["calls"][i]["id"]``)."""
 
     tool_calls: tuple[ToolCall, ...]
-    message: str  # the free text of the action ("" if none)
-    errors: tuple[str, ...]  # agent-facing notes for tool calls that could not be parsed
+    text: str  # the free text of the turn ("" if none): calls and reasoning removed
+    errors: tuple[str, ...] = ()  # agent-facing notes for calls that could not be parsed
+    reasoning: tuple[ReasoningBlock, ...] = ()  # kept off the env, kept in the conversation
+
+    def numbered(self, step: int) -> AssistantTurn:
+        """The turn with an id on every call (:func:`call_id` where the model gave none);
+        the turn itself when every call has one."""
+        ided = list(self.tool_calls)
+        changed = False
+        for i, call in enumerate(ided):
+            if call.id is None:
+                ided[i] = _tool_call(call.name, call.arguments, f"call_{step}_{i}")
+                changed = True
+        if not changed:
+            return self
+        turn = _new(AssistantTurn)  # filled in place: a step's hot path, as in _parse_calls
+        fields = turn.__dict__
+        fields.update(self.__dict__)
+        fields["tool_calls"] = tuple(ided)
+        return turn
 
 
-def parse_action(action: Any) -> ParsedAction:
+def call_id(step: int, index: int) -> str:
+    """The id given to call ``index`` of step ``step`` when the model gave none."""
+    return f"call_{step}_{index}"
+
+
+def parse_action(action: Any) -> AssistantTurn:
     """Parse one agent action (see the module docstring for the accepted shapes).
 
     Raises :class:`OrsActionError` for a structurally invalid action and
     nothing else; badly written tool calls become entries of ``errors``.
     """
-    if type(action) is ParsedAction:  # read already, by a model family's parser
+    if type(action) is AssistantTurn:  # read already, by a model family's parser
         return action
     try:
         if type(action) is dict and len(action) == 1:
@@ -106,7 +135,7 @@ def parse_action(action: Any) -> ParsedAction:
 # ------------------------------------------------------------ structured input
 
 
-def _parse_mapping(action: Mapping[Any, Any]) -> ParsedAction:
+def _parse_mapping(action: Mapping[Any, Any]) -> AssistantTurn:
     keys = set(action.keys())
     if keys <= _TOP_KEYS:
         message = action.get("message", "")
@@ -118,7 +147,7 @@ def _parse_mapping(action: Mapping[Any, Any]) -> ParsedAction:
             )
         calls = action.get("tool_calls")
         if calls is None:
-            return ParsedAction((), message, ())
+            return AssistantTurn((), message, ())
         if not isinstance(calls, list | tuple):
             raise OrsActionError(
                 f'action "tool_calls" must be a list of call dicts, got {_type_name(calls)}. '
@@ -139,7 +168,7 @@ def _looks_like_call(obj: Mapping[Any, Any]) -> bool:
     return "name" in obj or "function" in obj or obj.get("type") in _CALL_TYPES
 
 
-def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) -> ParsedAction:
+def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) -> AssistantTurn:
     parsed: list[ToolCall] = []
     errors: list[str] = []
     for i, raw in enumerate(calls):
@@ -159,25 +188,26 @@ def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) 
             parsed.append(result)
         elif isinstance(result, str):
             errors.append(result)
-    action = _new(ParsedAction)  # ParsedAction(...) filled in place, as _tool_call does
+    action = _new(AssistantTurn)  # AssistantTurn(...) filled in place, as _tool_call does
     fields = action.__dict__
     fields["tool_calls"] = tuple(parsed)
-    fields["message"] = message
+    fields["text"] = message
     fields["errors"] = tuple(errors)
+    fields["reasoning"] = ()
     return action
 
 
 _new = object.__new__
 
 
-def _tool_call(name: str, arguments: dict[str, Any]) -> ToolCall:
+def _tool_call(name: str, arguments: dict[str, Any], id: str | None = None) -> ToolCall:
     """``ToolCall(name, arguments)`` filled in place: the frozen dataclass's ``__init__``
     sets each field through ``object.__setattr__``, a cost on every step."""
     call = _new(ToolCall)
     fields = call.__dict__
     fields["name"] = name
     fields["arguments"] = arguments
-    fields["id"] = None
+    fields["id"] = id
     return call
 
 
@@ -300,7 +330,7 @@ def _jsonable(value: Any, where: str, depth: int) -> Any:
 # ------------------------------------------------------------------ text input
 
 
-def _parse_text(text: str) -> ParsedAction:
+def _parse_text(text: str) -> AssistantTurn:
     """Tool calls written in model text: ``<tool_call>`` tags first, else JSON."""
     calls: list[ToolCall] = []
     errors: list[str] = []
@@ -312,8 +342,8 @@ def _parse_text(text: str) -> ParsedAction:
     elif '"name"' in text:  # every JSON tool call has a "name" key
         _scan_json(text, calls, errors, spans)
     if not spans:
-        return ParsedAction((), text.strip(), ())
-    return ParsedAction(tuple(calls), _cut(text, spans).strip(), tuple(errors))
+        return AssistantTurn((), text.strip(), ())
+    return AssistantTurn(tuple(calls), _cut(text, spans).strip(), tuple(errors))
 
 
 def _parse_tag_body(body: str, calls: list[ToolCall], errors: list[str]) -> None:

@@ -28,7 +28,7 @@ from typing import Any, Unpack
 import numpy as np
 from gymnasium.utils import seeding
 
-from ors_gym.actions import ParsedAction, parse_action
+from ors_gym.actions import AssistantTurn, parse_action
 from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend, SessionArgs
 from ors_gym.catalog import Catalog, check_reset_options
@@ -36,7 +36,7 @@ from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, parse_output, tools_as
 from ors_gym.protocol import ListToolsOutput, Message, TerminalToolSpec
 from ors_gym.settings import EnvSettings
-from ors_gym.turn import RECOVERABLE, Turn, reset_result
+from ors_gym.turn import RECOVERABLE, Step, Turn, reset_result
 
 __all__ = ["NO_ENVIRONMENT", "AsyncOrsEnv", "make_async_backend"]
 
@@ -47,9 +47,6 @@ logger = logging.getLogger("ors_gym")
 _DELETE_TRIES_ON_CANCEL = 5
 #: Seconds one such deletion may take (a server that does not answer must not hold up exit).
 _DELETE_ON_CANCEL_S = 10.0
-
-Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
-
 
 class AsyncOrsEnv:
     """An ORS environment whose ``reset``, ``step`` and ``close`` are awaited.
@@ -98,7 +95,7 @@ class AsyncOrsEnv:
         self.np_random, _ = seeding.np_random()
         self.session_id: str | None = None
         self.steps = 0
-        self.last_action: ParsedAction | None = None
+        self.last_action: AssistantTurn | None = None
         self._tools: ListToolsOutput | None = None
         self._messages: list[Message] | None = None
         #: Ask the prompt as messages too at each reset, in the same round trip (what a

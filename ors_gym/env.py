@@ -293,6 +293,6 @@ def _release(runtime: Runtime, core: AsyncOrsEnv, backend: Backend, owns_backend
 def _describe_action(turn: Turn) -> str:
     parsed = turn.parsed
     parts = [f"{c.name}({c.arguments})" for c in parsed.tool_calls]
-    if parsed.message:
-        parts.insert(0, repr(parsed.message))
+    if parsed.text:
+        parts.insert(0, repr(parsed.text))
     return " ".join(parts) or "(empty)"

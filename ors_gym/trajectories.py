@@ -241,7 +241,6 @@ def trajectory_messages(trajectory: Mapping[str, Any]) -> list[Message]:
             for c in step.get("tool_calls") or ()
         )
         turn = AssistantTurn(
-            action=None,
             text=str(step.get("message") or ""),
             tool_calls=calls,
             reasoning=tuple(ReasoningBlock(text=str(t)) for t in step.get("reasoning") or ()),

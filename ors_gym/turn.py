@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym._agent_errors import explain
-from ors_gym.actions import ParsedAction, ToolCall
+from ors_gym.actions import AssistantTurn, ToolCall
 from ors_gym.errors import (
     OrsActionError,
     OrsConnectionError,
@@ -43,6 +43,7 @@ __all__ = [
     "NUDGE_TEXT",
     "RECOVERABLE",
     "Elapsed",
+    "Step",
     "Turn",
     "reset_result",
     "truncation_reason",
@@ -52,6 +53,9 @@ NUDGE_TEXT = (
     "No tool was called. Act by calling one of the available tools: {tools}. "
     'Write a call as {{"name": "<tool>", "arguments": {{...}}}}.'
 )
+
+#: What a step returns: ``(observation, reward, terminated, truncated, info)``.
+Step = tuple[dict[str, Any], float, bool, bool, dict[str, Any]]
 
 #: Failures that end an episode (``on_error="truncate"``) rather than the program.
 RECOVERABLE: tuple[type[OrsError], ...] = (
@@ -85,14 +89,17 @@ class Elapsed(float):
 class Turn:
     """One step of one session, sans-IO: which calls to run, and what they add up to.
 
-    ``steps`` counts this step (1 for the first step of an episode). Raises
+    ``steps`` counts this step (1 for the first step of an episode). Every call the
+    turn runs has an id (the model's, else ``call_<steps>_<i>``), written into its
+    record (``info["calls"][i]["id"]``) so that results are tied to calls by id; a
+    plain message routed to the terminal tool answers no call (its id is None). Raises
     OrsActionError at construction when the action has no tool calls, the env
     has no terminal tool and the policy is ``"error"``.
     """
 
     def __init__(
         self,
-        parsed: ParsedAction,
+        parsed: AssistantTurn,
         rules: EnvSettings,
         tools: ListToolsOutput,
         *,
@@ -110,6 +117,7 @@ class Turn:
         self.info: dict[str, Any] = {"calls": self.calls}
         self.failure: OrsError | None = None  # the infrastructure failure that ended it
         self.parsed = parsed
+        self._routed = False  # a plain message went to the terminal tool: it answers no call
         self._notes = list(parsed.errors)
         self._done = False
 
@@ -139,8 +147,13 @@ class Turn:
 
     def record(self, call: ToolCall, result: CallResult, seconds: float) -> dict[str, Any]:
         """Take the result of ``next_call()``; returns the call's record (``info["calls"]``)."""
+        index = self._next
         self._next += 1
         record = call_record(call, result, Elapsed(seconds), self.rules.error_reward, self.tools)
+        if self._routed:
+            record["id"] = None
+        elif record["id"] is None:
+            record["id"] = f"call_{self.steps}_{index}"  # as actions.call_id gives it
         self.calls.append(record)
         self.reward += record["reward"]
         if len(self._queue) > 1:
@@ -169,7 +182,7 @@ class Turn:
         self.blocks.append(TextBlock(text=f"The episode ended: {exc}"))
         return reason == "session_lost"
 
-    def finish(self) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+    def finish(self) -> Step:
         """The step's ``(observation, reward, terminated, truncated, info)``."""
         rules, info, calls = self.rules, self.info, self.calls
         reward = self.reward
@@ -202,12 +215,13 @@ class Turn:
         return observation, reward, self.terminated, self.truncated, info
 
     def _no_tool_calls(
-        self, parsed: ParsedAction, tools: ListToolsOutput, env_name: str | None
+        self, parsed: AssistantTurn, tools: ListToolsOutput, env_name: str | None
     ) -> list[ToolCall]:
         """The terminal-tool rule: a plain message goes to the terminal tool, else the policy."""
         terminal = tools.terminal_tool
         if terminal is not None:
-            arguments = {} if terminal.arg is None else {terminal.arg: parsed.message}
+            arguments = {} if terminal.arg is None else {terminal.arg: parsed.text}
+            self._routed = True
             return [ToolCall(terminal.name, arguments)]
         policy = self.rules.no_tool_call
         if policy == "error":
@@ -247,7 +261,8 @@ def call_record(
     call: ToolCall, result: CallResult, seconds: Elapsed, error_reward: float,
     tools: ListToolsOutput,
 ) -> dict[str, Any]:
-    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks``).
+    """The ``info["calls"]`` entry of one tool call (with the call's own ``blocks`` and
+    its ``id``, None for a plain message routed to the terminal tool).
 
     A failed call's blocks tell the agent what went wrong in words it can act on
     (``_agent_errors``); ``error`` keeps the server's own message.
@@ -255,6 +270,7 @@ def call_record(
     if type(result) is not RunToolSuccess and isinstance(result, RunToolError):
         told = explain(call.name, result.error, result.reason, tools, call.arguments)
         return {
+            "id": call.id,
             "name": call.name,
             "input": call.arguments,
             "ok": False,
@@ -268,6 +284,7 @@ def call_record(
         }
     out = result.output
     return {
+        "id": call.id,
         "name": call.name,
         "input": call.arguments,
         "ok": True,

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym.actions import AssistantTurn, ToolCall, parse_action
 from ors_gym.errors import OrsActionError
 
 HOW_TO = 'Write tool calls as {"name": ..., "arguments": {...}}'
 
 
-def calls(parsed: ParsedAction) -> list[tuple[str, dict[str, Any]]]:
+def calls(parsed: AssistantTurn) -> list[tuple[str, dict[str, Any]]]:
     return [(c.name, c.arguments) for c in parsed.tool_calls]
 
 
@@ -29,7 +29,7 @@ def calls(parsed: ParsedAction) -> list[tuple[str, dict[str, Any]]]:
 )
 def test_plain_text_is_a_message(text: str) -> None:
     parsed = parse_action(text)
-    assert parsed == ParsedAction((), text.strip(), ())
+    assert parsed == AssistantTurn((), text.strip(), ())
 
 
 def test_json_that_is_not_a_tool_call_stays_in_the_message() -> None:
@@ -44,7 +44,7 @@ def test_json_that_is_not_a_tool_call_stays_in_the_message() -> None:
     ):
         parsed = parse_action(text)
         assert parsed.tool_calls == () and parsed.errors == (), text
-        assert parsed.message == text
+        assert parsed.text == text
 
 
 # ------------------------------------------------------------- JSON in text
@@ -53,7 +53,7 @@ def test_json_that_is_not_a_tool_call_stays_in_the_message() -> None:
 def test_whole_text_json_call() -> None:
     parsed = parse_action('{"name": "search", "arguments": {"query": "cats", "k": 3}}')
     assert calls(parsed) == [("search", {"query": "cats", "k": 3})]
-    assert parsed.message == "" and parsed.errors == ()
+    assert parsed.text == "" and parsed.errors == ()
 
 
 @pytest.mark.parametrize("key", ["arguments", "input", "parameters"])
@@ -80,7 +80,7 @@ def test_fenced_block_is_removed_from_the_message() -> None:
     )
     parsed = parse_action(text)
     assert calls(parsed) == [("search", {"query": "weather"})]
-    assert parsed.message == "Let me look that up.\n\nI will report back."
+    assert parsed.text == "Let me look that up.\n\nI will report back."
 
 
 def test_calls_embedded_in_prose() -> None:
@@ -90,28 +90,28 @@ def test_calls_embedded_in_prose() -> None:
     )
     parsed = parse_action(text)
     assert calls(parsed) == [("a", {"x": 1}), ("b", {}), ("c", {})]
-    assert parsed.message == "First then done."
+    assert parsed.text == "First then done."
 
 
 def test_seams_are_tidied() -> None:
     call = '{"name": "f", "arguments": {}}'
-    assert parse_action(f"a{call}b").message == "ab"
-    assert parse_action(f"a  {call}   b").message == "a b"
-    assert parse_action(f"a\n\n\n{call}\n\n\nb").message == "a\n\nb"
-    assert parse_action(f"a\n{call} b").message == "a\nb"
+    assert parse_action(f"a{call}b").text == "ab"
+    assert parse_action(f"a  {call}   b").text == "a b"
+    assert parse_action(f"a\n\n\n{call}\n\n\nb").text == "a\n\nb"
+    assert parse_action(f"a\n{call} b").text == "a\nb"
 
 
 def test_non_ascii_arguments_survive() -> None:
     parsed = parse_action('Voilà: {"name": "say", "arguments": {"text": "héllo 中文 😀"}}')
     assert calls(parsed) == [("say", {"text": "héllo 中文 😀"})]
-    assert parsed.message == "Voilà:"
+    assert parsed.text == "Voilà:"
 
 
 def test_many_concatenated_calls() -> None:
     text = " ".join(json.dumps({"name": f"t{i}", "arguments": {"i": i}}) for i in range(50))
     parsed = parse_action(text)
     assert calls(parsed) == [(f"t{i}", {"i": i}) for i in range(50)]
-    assert parsed.message == ""
+    assert parsed.text == ""
 
 
 # ----------------------------------------------------------- <tool_call> tags
@@ -125,7 +125,7 @@ def test_hermes_tags_several() -> None:
     )
     parsed = parse_action(text)
     assert calls(parsed) == [("get", {"id": 1}), ("get", {"id": 2})]
-    assert parsed.message == "I'll check both."
+    assert parsed.text == "I'll check both."
     assert parsed.errors == ()
 
 
@@ -152,7 +152,7 @@ def test_tag_without_arguments_is_a_call_with_none() -> None:
 def test_bad_tag_body_is_an_agent_error(body: str, reason: str) -> None:
     parsed = parse_action(f"Thinking.<tool_call>{body}</tool_call>")
     assert parsed.tool_calls == ()
-    assert parsed.message == "Thinking."
+    assert parsed.text == "Thinking."
     assert len(parsed.errors) == 1
     assert parsed.errors[0].startswith("could not parse tool call: ")
     assert reason in parsed.errors[0] and HOW_TO in parsed.errors[0]
@@ -170,7 +170,7 @@ def test_one_bad_tag_does_not_hide_a_good_one() -> None:
 
 def test_unparseable_arguments_string_is_an_agent_error() -> None:
     parsed = parse_action('{"name": "f", "arguments": "{not json"}')
-    assert parsed.tool_calls == () and parsed.message == ""
+    assert parsed.tool_calls == () and parsed.text == ""
     assert len(parsed.errors) == 1 and "arguments of 'f' are not valid JSON" in parsed.errors[0]
 
 
@@ -182,13 +182,13 @@ def test_arguments_string_of_a_non_object_is_an_agent_error() -> None:
 
 def test_broken_whole_text_call_is_an_agent_error() -> None:
     parsed = parse_action('{"name": "f", "arguments": {"a": 1}')
-    assert parsed.tool_calls == () and parsed.message == ""
+    assert parsed.tool_calls == () and parsed.text == ""
     assert "not valid JSON" in parsed.errors[0] and HOW_TO in parsed.errors[0]
 
 
 def test_broken_fenced_call_is_an_agent_error() -> None:
     parsed = parse_action('Here:\n```json\n{"name": "f", "arguments": {"a": }\n```')
-    assert parsed.tool_calls == () and parsed.message == "Here:"
+    assert parsed.tool_calls == () and parsed.text == "Here:"
     assert len(parsed.errors) == 1
 
 
@@ -200,13 +200,13 @@ def test_dict_generic_shape() -> None:
         {"tool_calls": [{"name": "f", "arguments": {"a": 1}}, {"name": "g"}], "message": "hi"}
     )
     assert calls(parsed) == [("f", {"a": 1}), ("g", {})]
-    assert parsed.message == "hi" and parsed.errors == ()
+    assert parsed.text == "hi" and parsed.errors == ()
 
 
 def test_dict_with_only_a_message_and_empty_dict() -> None:
-    assert parse_action({"message": "done"}) == ParsedAction((), "done", ())
-    assert parse_action({}) == ParsedAction((), "", ())
-    assert parse_action({"tool_calls": [], "message": None}) == ParsedAction((), "", ())
+    assert parse_action({"message": "done"}) == AssistantTurn((), "done", ())
+    assert parse_action({}) == AssistantTurn((), "", ())
+    assert parse_action({"tool_calls": [], "message": None}) == AssistantTurn((), "", ())
 
 
 def test_openai_chat_completions_shape() -> None:
@@ -223,7 +223,7 @@ def test_anthropic_tool_use_shape() -> None:
     call = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Oslo"}}
     parsed = parse_action({"tool_calls": [call], "message": "Checking."})
     assert parsed.tool_calls == (ToolCall("lookup", {"city": "Oslo"}, "toolu_1"),)
-    assert parsed.message == "Checking."
+    assert parsed.text == "Checking."
 
 
 def test_openai_responses_shape_uses_call_id() -> None:
@@ -353,7 +353,7 @@ def test_deep_python_nesting_raises_action_error() -> None:
 )
 def test_pathological_text_is_handled(text: str) -> None:
     parsed = parse_action(text)
-    assert isinstance(parsed, ParsedAction)
+    assert isinstance(parsed, AssistantTurn)
     assert parsed.tool_calls == ()
 
 
@@ -362,7 +362,7 @@ def test_tool_call_after_lots_of_code_is_found() -> None:
     call = {"name": "write", "arguments": {"text": "x" * 50_000}}
     parsed = parse_action(code + json.dumps(call))
     assert calls(parsed) == [("write", call["arguments"])]
-    assert parsed.message == code.strip()
+    assert parsed.text == code.strip()
 
 
 # ---------------------------------------------------------------- properties
@@ -422,9 +422,9 @@ anything = st.one_of(
 )
 
 
-def _check_parsed(parsed: ParsedAction) -> None:
-    assert isinstance(parsed, ParsedAction)
-    assert isinstance(parsed.message, str)
+def _check_parsed(parsed: AssistantTurn) -> None:
+    assert isinstance(parsed, AssistantTurn)
+    assert isinstance(parsed.text, str)
     assert all(isinstance(e, str) and e for e in parsed.errors)
     for call in parsed.tool_calls:
         assert isinstance(call.name, str) and call.name
@@ -442,7 +442,7 @@ def test_fuzz_never_raises_anything_but_action_error(action: Any) -> None:
         return
     _check_parsed(parsed)
     if isinstance(action, str):
-        assert len(parsed.message) <= len(action)
+        assert len(parsed.text) <= len(action)
 
 
 @settings(max_examples=200, deadline=None)
@@ -450,7 +450,7 @@ def test_fuzz_never_raises_anything_but_action_error(action: Any) -> None:
 def test_structured_calls_round_trip(raw: list[dict[str, Any]], message: str) -> None:
     parsed = parse_action({"tool_calls": raw, "message": message})
     assert calls(parsed) == [(c["name"], c["arguments"]) for c in raw]
-    assert parsed.message == message
+    assert parsed.text == message
     as_strings = [{"name": c["name"], "arguments": json.dumps(c["arguments"])} for c in raw]
     assert calls(parse_action(as_strings)) == calls(parsed)
 
@@ -465,7 +465,7 @@ def test_text_call_in_prose_round_trips(before: str, call: dict[str, Any], after
     assert calls(parsed) == [(call["name"], call["arguments"])]
     assert parsed.errors == ()
     expected = " ".join(p for p in (before.strip(), after.strip()) if p)
-    assert " ".join(parsed.message.split()) == " ".join(expected.split())
+    assert " ".join(parsed.text.split()) == " ".join(expected.split())
 
 
 @settings(max_examples=100, deadline=None)
@@ -477,7 +477,7 @@ def test_tagged_calls_round_trip(before: str, raw: list[dict[str, Any]]) -> None
     tags = "".join(f"<tool_call>{b}</tool_call>\n" for b in bodies)
     parsed = parse_action(before + "\n" + tags)
     assert calls(parsed) == [(c["name"], c["arguments"]) for c in raw]
-    assert parsed.message == before.strip()
+    assert parsed.text == before.strip()
 
 
 def test_agent_mistakes_are_sentences_naming_the_nearest_name() -> None:
@@ -519,20 +519,20 @@ def test_an_unknown_action_key_names_the_nearest_one() -> None:
 
 
 def test_the_fast_builders_make_what_the_dataclasses_make() -> None:
-    # _parse_calls fills ToolCall and ParsedAction in place; they must stay equal to
+    # _parse_calls fills ToolCall and AssistantTurn in place; they must stay equal to
     # what their constructors make, field for field (a new field must be added there).
     from dataclasses import FrozenInstanceError, fields
 
     from ors_gym.actions import _tool_call
 
     assert [f.name for f in fields(ToolCall)] == ["name", "arguments", "id"]
-    assert [f.name for f in fields(ParsedAction)] == ["tool_calls", "message", "errors"]
+    assert [f.name for f in fields(AssistantTurn)] == ["tool_calls", "text", "errors", "reasoning"]
     call = _tool_call("add", {"a": 1})
     assert call == ToolCall("add", {"a": 1}) and repr(call) == repr(ToolCall("add", {"a": 1}))
     with pytest.raises(FrozenInstanceError):
         call.name = "other"  # type: ignore[misc]
     parsed = parse_action({"tool_calls": [{"name": "add", "arguments": {"a": 1}},
                                           {"name": "x", "arguments": "{bad"}]})
-    assert type(parsed) is ParsedAction
-    assert parsed == ParsedAction((ToolCall("add", {"a": 1}),), "", parsed.errors)
+    assert type(parsed) is AssistantTurn
+    assert parsed == AssistantTurn((ToolCall("add", {"a": 1}),), "", parsed.errors)
     assert len(parsed.errors) == 1 and "not valid JSON" in parsed.errors[0]

@@ -195,3 +195,27 @@ def test_sse_rows_compare_httpx_sse_with_the_old_parser() -> None:
     assert rows[1]["x_line"] == 100.0 and rows[1]["x_prev_new"] > 0 and rows[1]["x_prev_old"] > 0
     assert all(r["baseline_name"] == bench_sse.OLD for r in rows)
     assert "x prev new" in bench_sse.format_table(rows).splitlines()[0]
+
+
+def test_async_rows_compare_free_running_with_lockstep() -> None:
+    pytest.importorskip("trl")
+    from benchmarks import bench_async
+
+    rows = bench_async.run(groups=(2,), rounds=1, quick=True)
+    _check_rows(rows, "async")
+    assert [r["case"] for r in rows] == ["OrsRolloutWorker (free-running) G=2",
+                                         "rollout_func (lockstep) G=2"]
+    assert rows[1]["wall_x_lockstep"] == 1.0 and rows[1]["cpu_x_lockstep"] == 1.0
+    assert all(r["client_cpu_ms_per_episode_turn"] > 0 and r["episode_turns_cpu"] > 0
+               for r in rows)
+
+
+def test_gateway_rows_compare_its_own_cost_with_the_backend() -> None:
+    pytest.importorskip("trl")
+    pytest.importorskip("starlette")
+    from benchmarks import bench_gateway
+
+    rows = bench_gateway.run(rounds=1, turns=2, sessions=(2,))
+    _check_rows(rows, "gateway")
+    assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "turns/s"]
+    assert rows[2]["sessions"] == 2 and rows[2]["baseline"] == 2 * 1000 / bench_gateway.COST_MS

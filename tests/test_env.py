@@ -25,8 +25,8 @@ from ors_gym.errors import (
 )
 
 CALL_KEYS = {
-    "name", "input", "ok", "reward", "finished", "metadata", "error", "error_reason", "seconds",
-    "blocks",
+    "id", "name", "input", "ok", "reward", "finished", "metadata", "error", "error_reason",
+    "seconds", "blocks",
 }
 
 

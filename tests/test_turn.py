@@ -159,11 +159,28 @@ def test_record_returns_the_call_record_with_its_own_blocks() -> None:
     assert call == ToolCall("add", {"n": 0})
     record = turn.record(call, ok("3", 0.5), 0.125)
     assert record == {
-        "name": "add", "input": {"n": 0}, "ok": True, "reward": 0.5, "finished": False,
-        "metadata": None, "error": None, "error_reason": None, "seconds": Elapsed(0.125),
-        "blocks": [TextBlock(text="3")],
+        "id": "call_1_0", "name": "add", "input": {"n": 0}, "ok": True, "reward": 0.5,
+        "finished": False, "metadata": None, "error": None, "error_reason": None,
+        "seconds": Elapsed(0.125), "blocks": [TextBlock(text="3")],
     }
     assert float(record["seconds"]) == 0.125 and isinstance(record["seconds"], Elapsed)
+
+
+def test_a_models_own_call_id_is_kept_and_a_routed_message_answers_no_call() -> None:
+    own = parse_action([{"id": "toolu_7", "name": "add", "arguments": {"n": 1}},
+                        {"name": "add", "arguments": {"n": 2}}])
+    turn = Turn(own, settings(), TOOLS, steps=3)
+    ids = []
+    while (call := turn.next_call()) is not None:
+        ids.append(turn.record(call, ok("1"), 0.0)["id"])
+    assert ids == ["toolu_7", "call_3_1"]
+    numbered = own.numbered(3)
+    assert [c.id for c in numbered.tool_calls] == ids
+    assert numbered.numbered(9) is numbered  # every call has an id: the same turn
+    routed = Turn(parse_action("my answer is 4"), settings(), WITH_ANSWER, steps=1)
+    call = routed.next_call()
+    assert call is not None and call.name == "answer"
+    assert routed.record(call, ok("yes"), 0.0)["id"] is None
 
 
 def test_a_refused_call_keeps_the_servers_message_and_tells_the_agent_what_to_do() -> None:

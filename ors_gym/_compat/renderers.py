@@ -18,7 +18,13 @@ from typing import Any
 from ors_gym._compat._versions import note_fallback, version_of, within
 from ors_gym.errors import OrsDependencyError
 
-__all__ = ["VERIFIED", "harmony_parser", "hub_renderer_name", "renderer_processor"]
+__all__ = [
+    "VERIFIED",
+    "harmony_parser",
+    "hub_renderer_name",
+    "mapped_renderer_names",
+    "renderer_processor",
+]
 
 #: renderers releases whose base.MODEL_RENDERER_MAP and parsing.parse_gpt_oss are used here.
 VERIFIED = ((0, 1, 10), (0, 2))
@@ -40,6 +46,17 @@ def hub_renderer_name(name: str) -> str | None:
 
     found = MODEL_RENDERER_MAP.get(name)
     return None if found is None else str(found)
+
+
+def mapped_renderer_names() -> frozenset[str]:
+    """Every renderer name renderers' hub map resolves a model to (empty when renderers is
+    not installed, or outside the verified range): each must be a row of the family
+    table, or hub-named models of it would be read by no rule of ours."""
+    if version_of("renderers") is None or not within("renderers", *VERIFIED):
+        return frozenset()
+    from renderers.base import MODEL_RENDERER_MAP
+
+    return frozenset(str(name) for name in MODEL_RENDERER_MAP.values())
 
 
 def harmony_parser() -> Callable[..., Any]:

@@ -12,34 +12,16 @@ also in a forked child.
 
 from __future__ import annotations
 
-import functools
 import os
 import weakref
-from collections.abc import Callable, Coroutine
-from typing import Any, ClassVar, Concatenate, Generic, ParamSpec, Self, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
-from ors_gym._runtime import Runtime
+from ors_gym._runtime import Runtime, blocking
 from ors_gym.backends.base import AsyncBackend
 
 __all__ = ["AsyncFace", "BlockingFace", "blocking"]
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 _Core = TypeVar("_Core", bound=AsyncBackend)
-
-
-def blocking(
-    method: Callable[Concatenate[Any, _P], Coroutine[Any, Any, _T]],
-) -> Callable[Concatenate[BlockingFace[Any], _P], _T]:
-    """The blocking twin of an async backend method (typed as ``method``): the face's
-    core's method of that name, run to its result on the face's runtime."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def run(self: BlockingFace[Any], *args: _P.args, **kwargs: _P.kwargs) -> _T:
-        return self.runtime.run(getattr(self.core, name)(*args, **kwargs))
-
-    return run
 
 
 class AsyncFace:

@@ -1,4 +1,4 @@
-"""The ``ors-gym`` command line: ``serve``, ``list``, ``train``, ``eval`` and ``view``.
+"""The ``ors-gym`` command line: ``serve``, ``list``, ``train``, ``eval``, ``view`` and ``gateway``.
 
 Each subcommand lives in its own module (``serve.py``, ``list.py``,
 ``train.py``, ``eval.py``, ``view.py``) with an ``add_parser(subparsers)`` that
@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 
 from ors_gym import __version__
 from ors_gym.cli import eval as eval_command
+from ors_gym.cli import gateway, serve, train, view
 from ors_gym.cli import list as list_command
-from ors_gym.cli import serve, train, view
 from ors_gym.cli._target import cwd_on_path
 from ors_gym.cli.args import (
     EXIT_FAILURE,
@@ -47,6 +47,7 @@ SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
     train.add_parser,
     eval_command.add_parser,
     view.add_parser,
+    gateway.add_parser,
 ]
 
 

@@ -260,9 +260,8 @@ async def _episode(env: AsyncOrsEnv, chat: ChatModel, env_id: str, number: int,
             turn = assistant_turn(reply.message, step=step_number,
                                   tool_format=env.settings.tool_format,
                                   tools=lambda: env.tools_as("openai"))
-            result = await env.step(turn.parsed)
-            exchange = step_exchange(turn, result[4],
-                                     max_calls_per_step=env.settings.max_calls_per_step)
+            result = await env.step(turn)
+            exchange = step_exchange(turn, result[4])
             record.add_step(reply.message, exchange, result, reply.usage)
             if result[2] or result[3]:
                 break

@@ -2,16 +2,17 @@
 
 The hub name is a hint (``renderers``' map of model names to renderers); the
 tokenizer is the truth: a local or fine-tuned checkpoint keeps its family's chat
-template and special tokens, so those are read when the name says nothing. Each
-fingerprint is a marker the family's template writes for a tool call or a turn,
-checked most specific first (Qwen3.5 and GLM also write ``<tool_call>``).
+template and special tokens, so those are read when the name says nothing: each
+family row's fingerprint (``_table``) is markers its template writes for a tool call
+or a turn, tried most specific first (Qwen3.5 and GLM also write ``<tool_call>``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from ors_gym.families._table import FAMILIES
 
 __all__ = ["Detected", "detect"]
 
@@ -22,46 +23,6 @@ class Detected:
 
     family: str | None
     how: str
-
-
-def _has(*markers: str) -> Callable[[str, frozenset[str]], bool]:
-    """True when the chat template writes every marker."""
-    return lambda template, tokens: all(m in template for m in markers)
-
-
-#: DeepSeek's tool separator token (full-width bars, a lower one-eighth block for spaces).
-_DEEPSEEK_SEP = "<\uff5ctool\u2581sep\uff5c>"
-
-
-def _deepseek(template: str, tokens: frozenset[str]) -> str | None:
-    """V3 and R1 write ``function``, the tool separator, the name and a fenced JSON body;
-    V3.1 writes the name, the separator and bare JSON."""
-    if _DEEPSEEK_SEP not in template:
-        return None
-    if "```json" not in template:
-        return "deepseek-v3.1"
-    return "deepseek-r1" if "<think>" in template else "deepseek-v3"
-
-
-def _glm(template: str, tokens: frozenset[str]) -> str | None:
-    """GLM-4.5 and GLM-4.7/5 share the ``<arg_key>`` calls; GLM-5's template closes
-    reasoning it did not open (``</think>`` at the generation prompt when disabled)."""
-    if "<arg_key>" not in template:
-        return None
-    return "glm-5" if "clear_thinking" in template else "glm-4.5"
-
-
-#: (family, test) most specific first: each test reads the template text and added tokens.
-_FINGERPRINTS: tuple[tuple[str, Callable[[str, frozenset[str]], bool]], ...] = (
-    ("gpt-oss", _has("<|channel|>", "<|message|>", "<|call|>")),
-    ("kimi-k2", _has("<|tool_calls_section_begin|>")),
-    ("minimax-m2", _has("<minimax:tool_call>")),
-    ("gemma4", _has("<|tool_call>")),
-    ("qwen3.6", _has("<tool_call>", "<function=", "<parameter=", "preserve_thinking")),
-    ("qwen3.5", _has("<tool_call>", "<function=", "<parameter=")),
-    ("llama-3", _has("<|start_header_id|>", "<|eot_id|>")),
-    ("qwen3", _has("<tool_call>", "<|im_start|>")),
-)
 
 
 def detect(tokenizer: Any) -> Detected:
@@ -75,13 +36,10 @@ def detect(tokenizer: Any) -> Detected:
         template = template.get("default") or next(iter(template.values()), None)
     if not isinstance(template, str) or not template:
         return Detected(None, "the tokenizer has no chat template")
-    tokens = frozenset(str(t) for t in (getattr(tokenizer, "get_added_vocab", dict)() or {}))
-    for found in (_deepseek(template, tokens), _glm(template, tokens)):
-        if found is not None:
-            return Detected(found, "its chat template and special tokens")
-    for family, test in _FINGERPRINTS:
-        if test(template, tokens):
-            return Detected(family, "its chat template and special tokens")
+    for fam in FAMILIES.values():
+        if (fam.fingerprint and all(m in template for m in fam.fingerprint)
+                and not any(m in template for m in fam.unless)):
+            return Detected(fam.name, "its chat template and special tokens")
     return Detected(None, "neither its name nor its chat template names a known family")
 
 

@@ -1,9 +1,9 @@
-"""Each family's special tokens, and a tokenizer of raw text over them.
+"""A tokenizer of raw text over a wire format's special tokens.
 
 renderers parses a completion from token ids. Its renderers accept any object
 with the :class:`renderers.Tokenizer` surface (a "bring your own" adapter is
 documented there), so :class:`MarkerTokenizer` turns raw completion text into
-ids in which each of the family's special tokens is one id and every other
+ids in which each of the format's special tokens is one id and every other
 character is one id: renderers' own parsers then read text exactly as they
 read a real tokenizer's ids, and the two paths cannot drift apart.
 """
@@ -13,10 +13,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from ors_gym.families._table import FAMILIES
+from ors_gym.families._formats import FORMATS
 
 _CHAR_BASE = 1_000  # ids below it are markers (0 is the unknown token)
 
@@ -61,138 +60,33 @@ class MarkerTokenizer:
         return [self._ids.get(token, self.unk_token_id) for token in tokens]
 
 
-def _deepseek(name: str) -> str:
-    return "<\uff5c" + name.replace("_", "\u2581") + "\uff5c>"
-
-
-@dataclass(frozen=True)
-class FamilyFormat:
-    """What the text parsers need to know of one family's wire format."""
-
-    markers: tuple[str, ...]  # its special tokens (each one token in its tokenizer)
-    eos: str
-    stops: tuple[str, ...]  # end-of-turn tokens: the reply ends at the first
-    think: tuple[str, str] | None  # (opener, closer) of its reasoning block
-    call_open: str  # how a call starts and ends, for error messages
-    call_close: str
-
-
-_QWEN = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<think>", "</think>")
-_QWEN_EXTRA = ("<tool_response>", "</tool_response>", "<|vision_start|>", "<|vision_end|>")
-_GLM = (
-    "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
-    "<|endoftext|>", "<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>",
-    "</arg_key>", "<arg_value>", "</arg_value>", "<tool_response>", "</tool_response>",
-)  # fmt: skip
-_GLM_STOPS = ("<|endoftext|>", "<|user|>", "<|observation|>")
-_DEEPSEEK = tuple(
-    _deepseek(name)
-    for name in (
-        "begin_of_sentence", "end_of_sentence", "User", "Assistant", "tool_calls_begin",
-        "tool_calls_end", "tool_call_begin", "tool_call_end", "tool_sep",
-        "tool_outputs_begin", "tool_outputs_end", "tool_output_begin", "tool_output_end",
-    )
-)  # fmt: skip
-_THINK = ("<think>", "</think>")
-
-FORMATS: dict[str, FamilyFormat] = {
-    "hermes": FamilyFormat(
-        (*_QWEN, "<tool_call>", "</tool_call>"), "<|im_end|>", ("<|im_end|>", "<|endoftext|>"),
-        _THINK, "<tool_call>", "</tool_call>",
-    ),
-    "qwen3.5": FamilyFormat(
-        (*_QWEN, "<tool_call>", "</tool_call>", *_QWEN_EXTRA, "<|image_pad|>", "<|video_pad|>"),
-        "<|im_end|>", ("<|im_end|>", "<|endoftext|>"), _THINK, "<tool_call>", "</tool_call>",
-    ),
-    "glm-4.5": FamilyFormat(
-        _GLM, "<|endoftext|>", _GLM_STOPS, _THINK, "<tool_call>", "</tool_call>"
-    ),
-    "glm-5": FamilyFormat(
-        _GLM, "<|endoftext|>", _GLM_STOPS, _THINK, "<tool_call>", "</tool_call>"
-    ),
-    "gpt-oss": FamilyFormat(
-        ("<|start|>", "<|end|>", "<|return|>", "<|call|>", "<|channel|>", "<|message|>",
-         "<|constrain|>", "<|endoftext|>"),
-        "<|return|>", ("<|return|>", "<|endoftext|>"), None,
-        "<|channel|>commentary to=functions.NAME", "<|call|>",
-    ),
-    "kimi-k2": FamilyFormat(
-        ("<|im_system|>", "<|im_user|>", "<|im_assistant|>", "<|im_middle|>", "<|im_end|>",
-         "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>", "<|tool_call_begin|>",
-         "<|tool_call_argument_begin|>", "<|tool_call_end|>"),
-        "<|im_end|>", ("<|im_end|>",), _THINK, "<|tool_call_begin|>", "<|tool_call_end|>",
-    ),
-    "minimax-m2": FamilyFormat(
-        ("]~!b[", "]~b]", "[e~[", "<think>", "</think>", "<minimax:tool_call>",
-         "</minimax:tool_call>"),
-        "[e~[", ("[e~[",), _THINK, "<minimax:tool_call>", "</minimax:tool_call>",
-    ),
-    "gemma4": FamilyFormat(
-        ("<bos>", "<eos>", "<|turn>", "<turn|>", "<|channel>", "<channel|>", "<|think|>",
-         "<|tool>", "<tool|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
-         "<tool_response|>", "<|image>", "<|image|>", "<image|>", '<|"|>'),
-        "<eos>", ("<turn|>", "<|tool_response>", "<eos>"), ("<|channel>thought\n", "<channel|>"),
-        "<|tool_call>", "<tool_call|>",
-    ),
-    "deepseek-v3": FamilyFormat(
-        _DEEPSEEK, _deepseek("end_of_sentence"), (_deepseek("end_of_sentence"),), _THINK,
-        _deepseek("tool_call_begin"), _deepseek("tool_call_end"),
-    ),
-    "deepseek-v3.1": FamilyFormat(
-        _DEEPSEEK, _deepseek("end_of_sentence"), (_deepseek("end_of_sentence"),), _THINK,
-        _deepseek("tool_call_begin"), _deepseek("tool_call_end"),
-    ),
-    "llama-3": FamilyFormat(
-        ("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
-         "<|eom_id|>", "<|end_of_text|>", "<|python_tag|>"),
-        "<|eot_id|>", ("<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"), None, "{", "}",
-    ),
-}  # fmt: skip
-
-
-#: Other names of the same wire formats (renderers' config names among them): every family
-#: of the table whose text parser has another name.
-ALIASES: dict[str, str] = {
-    name: fam.text for name, fam in FAMILIES.items() if fam.text is not None and fam.text != name
-}
-
-
-def family_name(family: str) -> str:
-    """The family ``family`` names (an alias resolved); ValueError if unknown."""
-    name = ALIASES.get(family, family)
-    if name not in FORMATS:
-        raise ValueError(
-            f"unknown tool-call family {family!r}; known families: {', '.join(FORMATS)} "
-            f"(or the aliases {', '.join(sorted(ALIASES))})"
-        )
-    return name
-
-
-def cut_at_stop(family: str, text: str) -> str:
-    """``text`` up to the family's first end-of-turn token."""
-    for stop in FORMATS[family].stops:
-        at = text.find(stop)
+def cut_at_stop(fmt: str, text: str, *, keep: bool = False) -> str:
+    """``text`` up to the first token a turn of format ``fmt`` ends on (that token kept
+    when ``keep``: harmony's parser reads it as the end of the turn's last message)."""
+    cut = len(text)
+    for stop in FORMATS[fmt].stops:
+        at = text.find(stop, 0, cut)
         if at != -1:
-            text = text[:at]
-    return text
+            cut = at + len(stop) if keep else at
+    return text[:cut]
 
 
 @functools.cache
-def marker_tokenizer(family: str) -> MarkerTokenizer:
-    """The :class:`MarkerTokenizer` of ``family``'s special tokens."""
-    fmt = FORMATS[family]
-    return MarkerTokenizer(family, fmt.markers, fmt.eos)
+def marker_tokenizer(fmt: str) -> MarkerTokenizer:
+    """The :class:`MarkerTokenizer` of format ``fmt``'s special tokens."""
+    row = FORMATS[fmt]
+    return MarkerTokenizer(fmt, row.markers, row.eos)
 
 
 @functools.cache
-def renderer_for(family: str) -> tuple[MarkerTokenizer, Any]:
-    """(marker tokenizer, renderers renderer) that parse ``family``'s text."""
+def renderer_for(fmt: str) -> tuple[MarkerTokenizer, Any]:
+    """(marker tokenizer, renderers renderer) that parse format ``fmt``'s text."""
     try:
         import renderers
     except ImportError as exc:
         raise ImportError(
-            f"reading the {family!r} tool-call format needs the renderers library: "
+            f"reading the {fmt!r} tool-call format needs the renderers library: "
             "pip install 'ors-gym[tokens]'"
         ) from exc
-    tokenizer = marker_tokenizer(family)
-    return tokenizer, renderers.create_renderer(tokenizer, renderers.config_from_name(family))
+    tokenizer = marker_tokenizer(fmt)
+    return tokenizer, renderers.create_renderer(tokenizer, renderers.config_from_name(fmt))

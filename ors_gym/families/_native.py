@@ -13,11 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_DS_CALLS_BEGIN = "<\uff5ctool\u2581calls\u2581begin\uff5c>"
-_DS_CALLS_END = "<\uff5ctool\u2581calls\u2581end\uff5c>"
-_DS_CALL_BEGIN = "<\uff5ctool\u2581call\u2581begin\uff5c>"
-_DS_CALL_END = "<\uff5ctool\u2581call\u2581end\uff5c>"
-_DS_SEP = "<\uff5ctool\u2581sep\uff5c>"
+from ors_gym.families._formats import DS
+
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)\s*```\s*\Z", re.DOTALL)
 _DECODER = json.JSONDecoder()
 
@@ -56,14 +53,14 @@ def parse_deepseek_v31(text: str) -> Reply:
     reasoning, rest, closed = _think(text)
     if not closed:
         return Reply("", reasoning, ())
-    start = rest.find(_DS_CALLS_BEGIN)
+    start = rest.find(DS.CALLS_BEGIN)
     if start == -1:
         return Reply(rest.strip(), reasoning or None, ())
-    section = rest[start + len(_DS_CALLS_BEGIN) :]
-    section = section.partition(_DS_CALLS_END)[0]
+    section = rest[start + len(DS.CALLS_BEGIN) :]
+    section = section.partition(DS.CALLS_END)[0]
     attempts: list[Attempt] = []
-    for block in section.split(_DS_CALL_BEGIN)[1:]:
-        body, ended, _ = block.partition(_DS_CALL_END)
+    for block in section.split(DS.CALL_BEGIN)[1:]:
+        body, ended, _ = block.partition(DS.CALL_END)
         if not ended:
             attempts.append(Attempt("unclosed_block", None, None, body))
             break
@@ -72,7 +69,7 @@ def parse_deepseek_v31(text: str) -> Reply:
 
 
 def _deepseek_call(body: str) -> Attempt:
-    name, sep, args = body.partition(_DS_SEP)
+    name, sep, args = body.partition(DS.SEP)
     if not sep:
         return Attempt("malformed_structure", None, None, body)
     name, args = name.strip(), args.strip()

@@ -13,51 +13,37 @@ errors in the family's own terms, ending with how that family writes a call.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym.actions import AssistantTurn, ToolCall, parse_action
 from ors_gym.families._examples import call_example, example_call
-from ors_gym.families._markers import ALIASES, FORMATS, cut_at_stop, family_name
+from ors_gym.families._formats import FORMATS
+from ors_gym.families._markers import cut_at_stop
 from ors_gym.families._native import Attempt, Reply, parse_deepseek_v31, parse_llama3
+from ors_gym.families._table import format_name
+from ors_gym.protocol import ReasoningBlock
 
-__all__ = [
-    "ALIASES",
-    "TEXT_FAMILIES",
-    "AssistantParse",
-    "call_example",
-    "family_name",
-    "from_parsed_response",
-    "parse_text",
-]
-
-TEXT_FAMILIES: tuple[str, ...] = tuple(FORMATS)
-
-_XML_FAMILIES = frozenset({"qwen3.5", "glm-4.5", "glm-5", "minimax-m2"})  # values are text
+__all__ = ["call_example", "from_parsed_response", "parse_text"]
 
 
-@dataclass(frozen=True)
-class AssistantParse:
-    """One assistant turn as its family wrote it."""
-
-    content: str  # the message text: calls and reasoning removed
-    reasoning: str | None  # the family's reasoning (think block, harmony analysis...)
-    tool_calls: tuple[ToolCall, ...]
-    errors: tuple[str, ...]  # agent-facing notes on calls that could not be read
-
-    def action(self) -> ParsedAction:
-        """The turn as the env's action: its calls, message and errors."""
-        return ParsedAction(self.tool_calls, self.content, self.errors)
+def _turn(
+    content: str, reasoning: str | None, calls: Sequence[ToolCall], errors: Sequence[str]
+) -> AssistantTurn:
+    """The turn a family's reply reads as (its reasoning, if any, as one block)."""
+    blocks = (ReasoningBlock(text=reasoning),) if reasoning else ()
+    return AssistantTurn(tuple(calls), content, tuple(errors), blocks)
 
 
 def parse_text(
-    family: str,
+    fmt: str,
     text: str,
     tools: Sequence[Mapping[str, Any]] | None = None,
     *,
     reasoning_prefilled: bool | None = None,
-) -> AssistantParse:
-    """Read one completion ``text`` (special tokens kept) in ``family``'s format.
+) -> AssistantTurn:
+    """Read one completion ``text`` (special tokens kept) in wire format ``fmt`` (a
+    format's name, or a model family's: its format).
 
     ``tools`` (OpenAI function-tool dicts) types the values of the XML formats
     by each parameter's schema. ``reasoning_prefilled`` says whether the prompt
@@ -65,44 +51,45 @@ def parse_text(
     with ``<think>``); ``None`` infers it: a closing ``</think>`` with no
     opener before it means the prompt opened it.
     """
-    family = family_name(family)
-    text = cut_at_stop(family, text)
+    fmt = format_name(fmt)
+    reader = FORMATS[fmt].reader
+    text = cut_at_stop(fmt, text, keep=reader == "harmony")
     tool_list = [dict(tool) for tool in tools] if tools else None
-    if family == "hermes":
+    if reader == "hermes":
         return _parse_hermes(text, reasoning_prefilled)
-    if family == "gpt-oss":
+    if reader == "harmony":
         parsed, cut = _parse_harmony(text)
-        result = from_parsed_response(family, parsed, tool_list)
+        result = from_parsed_response(fmt, parsed, tool_list)
         broke = cut and parsed.tool_calls and str(parsed.tool_calls[-1].status) != "ok"
         if broke:  # the last call's JSON broke off with the reply
-            last = _problem(family, Attempt("unclosed_block", None, None, ""), tool_list)
-            example = example_call(family, parsed.tool_calls[-1].name, tool_list)
+            last = _problem(fmt, Attempt("unclosed_block", None, None, ""), tool_list)
+            example = example_call(fmt, parsed.tool_calls[-1].name, tool_list)
             notes = (
                 *result.errors[:-1],
                 f"could not parse tool call: {last}. Write a call as {example}",
             )
-            return AssistantParse(result.content, result.reasoning, result.tool_calls, notes)
+            return replace(result, errors=notes)
         return result
-    if family == "llama-3":
-        return _finish(family, parse_llama3(text), tool_list)
-    text = _explicit_reasoning(family, text, reasoning_prefilled)
-    if family == "deepseek-v3.1":
-        return _finish(family, parse_deepseek_v31(text), tool_list)
+    if reader == "llama-3":
+        return _finish(fmt, parse_llama3(text), tool_list)
+    text = _explicit_reasoning(fmt, text, reasoning_prefilled)
+    if reader == "deepseek-v3.1":
+        return _finish(fmt, parse_deepseek_v31(text), tool_list)
     from ors_gym.families._markers import renderer_for
 
-    tokenizer, renderer = renderer_for(family)
+    tokenizer, renderer = renderer_for(fmt)
     parsed = renderer.parse_response(tokenizer.encode(text), tools=tool_list)
-    return from_parsed_response(family, parsed, tool_list)
+    return from_parsed_response(fmt, parsed, tool_list)
 
 
 def from_parsed_response(
-    family: str, parsed: Any, tools: Sequence[Mapping[str, Any]] | None = None
-) -> AssistantParse:
-    """A renderers ``ParsedResponse`` as an :class:`AssistantParse` of ``family``.
+    fmt: str, parsed: Any, tools: Sequence[Mapping[str, Any]] | None = None
+) -> AssistantTurn:
+    """A renderers ``ParsedResponse`` as an :class:`AssistantTurn` of format ``fmt``.
 
-    Calls whose status is not ``ok`` become errors in the family's own terms.
+    Calls whose status is not ``ok`` become errors in the format's own terms.
     """
-    family = family_name(family)
+    fmt = format_name(fmt)
     attempts = tuple(
         Attempt(
             status=str(call.status),
@@ -115,13 +102,13 @@ def from_parsed_response(
     )
     reasoning = parsed.reasoning_content
     reply = Reply(parsed.content.strip(), reasoning.strip() if reasoning else reasoning, attempts)
-    return _finish(family, reply, tools)
+    return _finish(fmt, reply, tools)
 
 
 # ------------------------------------------------------------------ reasoning
 
 
-def _explicit_reasoning(family: str, text: str, prefilled: bool | None) -> str:
+def _explicit_reasoning(fmt: str, text: str, prefilled: bool | None) -> str:
     """``text`` with the reasoning block the prompt opened written out.
 
     renderers tells a prompt-opened block from the prompt's ids; here only the
@@ -129,7 +116,8 @@ def _explicit_reasoning(family: str, text: str, prefilled: bool | None) -> str:
     opened it, and GLM (whose renderer reads a reply as reasoning until
     ``</think>``) gets an empty block when it did not.
     """
-    think = FORMATS[family].think
+    row = FORMATS[fmt]
+    think = row.think
     if think is None:
         return text
     opener, closer = think
@@ -141,7 +129,7 @@ def _explicit_reasoning(family: str, text: str, prefilled: bool | None) -> str:
         prefilled = close != -1 and opener not in text[:close]
     if prefilled:
         return opener + text
-    if family in ("glm-4.5", "glm-5"):
+    if row.empty_think:
         return opener + closer + text
     return text
 
@@ -162,10 +150,10 @@ def _split_think(text: str, prefilled: bool | None) -> tuple[str | None, str]:
     return reasoning.strip(), rest
 
 
-def _parse_hermes(text: str, prefilled: bool | None) -> AssistantParse:
+def _parse_hermes(text: str, prefilled: bool | None) -> AssistantTurn:
     reasoning, rest = _split_think(text, prefilled)
-    action = parse_action(rest)
-    return AssistantParse(action.message, reasoning, action.tool_calls, action.errors)
+    turn = parse_action(rest)
+    return _turn(turn.text, reasoning, turn.tool_calls, turn.errors)
 
 
 def _parse_harmony(text: str) -> tuple[Any, bool]:
@@ -206,75 +194,47 @@ def _parse_harmony(text: str) -> tuple[Any, bool]:
 # --------------------------------------------------------------------- errors
 
 
-def _finish(family: str, reply: Reply, tools: Sequence[Mapping[str, Any]] | None) -> AssistantParse:
+def _finish(fmt: str, reply: Reply, tools: Sequence[Mapping[str, Any]] | None) -> AssistantTurn:
     calls: list[ToolCall] = []
     errors: list[str] = []
     for attempt in reply.attempts:
-        problem = _problem(family, attempt, tools)
+        problem = _problem(fmt, attempt, tools)
         if problem is None:
             assert isinstance(attempt.arguments, dict) and attempt.name
             calls.append(ToolCall(attempt.name, dict(attempt.arguments), attempt.id))
         else:
-            example = example_call(family, attempt.name, tools)
+            example = example_call(fmt, attempt.name, tools)
             errors.append(f"could not parse tool call: {problem}. Write a call as {example}")
-    return AssistantParse(reply.content, reply.reasoning, tuple(calls), tuple(errors))
+    return _turn(reply.content, reply.reasoning, calls, errors)
 
 
 def _problem(
-    family: str, attempt: Attempt, tools: Sequence[Mapping[str, Any]] | None
+    fmt: str, attempt: Attempt, tools: Sequence[Mapping[str, Any]] | None
 ) -> str | None:
-    """What is wrong with one call attempt, in the family's terms, or None."""
-    fmt = FORMATS[family]
+    """What is wrong with one call attempt, in the format's terms, or None."""
+    row = FORMATS[fmt]
     name = attempt.name
     status = attempt.status
     if status == "unclosed_block":
-        return f"the call is not closed with {fmt.call_close} (the reply ended inside it)"
+        return f"the call is not closed with {row.call_close} (the reply ended inside it)"
     if status == "missing_name" or (status != "malformed_structure" and not name):
-        return f"the call names no tool ({_MISSING_NAME.get(family, 'no tool name')})"
+        return f"the call names no tool ({row.missing_name})"
     if status == "malformed_structure":
-        return _MALFORMED.get(family, f"the {fmt.call_open} block is not a call")
+        return row.malformed
     if status == "unknown_tool" and not isinstance(attempt.arguments, dict):
         known = ", ".join(sorted(_tool_names(tools))) or "none"
         return f"there is no tool named {name!r} (the tools are: {known})"
     # A tool the list does not show is still the environment's to answer: an ORS terminal
     # tool is hidden from the list, and the environment names unknown tools itself.
-    if family in _XML_FAMILIES and isinstance(attempt.arguments, dict):
+    if row.text_values and isinstance(attempt.arguments, dict):
         return _untyped_value(name, attempt.arguments, tools)
     if status == "invalid_json":
-        if family == "gemma4":
-            return (
-                f"the arguments of {name!r} are not a {{key:value,...}} object "
-                '(strings go between <|"|> marks)'
-            )
+        if row.bad_json is not None:
+            return f"the arguments of {name!r} are {row.bad_json}"
         return f"the arguments of {name!r} are not valid JSON: {_clip(attempt.raw)}"
     if not isinstance(attempt.arguments, dict):
         return f"the arguments of {name!r} are not a JSON object: {_clip(attempt.raw)}"
     return None
-
-
-_MISSING_NAME = {
-    "qwen3.5": "write <function=NAME> inside <tool_call>",
-    "glm-4.5": "the tool's name comes first inside <tool_call>",
-    "glm-5": "the tool's name comes first inside <tool_call>",
-    "kimi-k2": "write functions.NAME:0 before <|tool_call_argument_begin|>",
-    "gemma4": "write call:NAME{...}",
-    "deepseek-v3": "write the name after <\uff5ctool\u2581sep\uff5c>",
-    "deepseek-v3.1": "write the name before <\uff5ctool\u2581sep\uff5c>",
-    "gpt-oss": "address it to=functions.NAME",
-    "minimax-m2": 'write <invoke name="NAME">',
-    "llama-3": 'give it a "name"',
-}
-_MALFORMED = {
-    "qwen3.5": "the <tool_call> body has no <function=NAME>",
-    "glm-4.5": "an <arg_key> is not followed by </arg_key>, <arg_value> and </arg_value>",
-    "glm-5": "an <arg_key> is not followed by </arg_key>, <arg_value> and </arg_value>",
-    "minimax-m2": 'the <minimax:tool_call> block has no <invoke name="NAME">...</invoke>',
-    "kimi-k2": "a <|tool_call_begin|> has no <|tool_call_argument_begin|>",
-    "gemma4": "the <|tool_call> body is not call:NAME{...}",
-    "deepseek-v3": "a call has no <\uff5ctool\u2581sep\uff5c>",
-    "deepseek-v3.1": "a call has no <\uff5ctool\u2581sep\uff5c>",
-    "llama-3": "the text after <|python_tag|> is not a JSON call",
-}
 
 
 def _untyped_value(

@@ -1,20 +1,20 @@
 """One ``OrsEnv.step`` as conversation: the assistant turn and the environment's reply.
 
-``OrsEnv.step`` reports its calls' results in ``info`` (``info["calls"]``,
-``info["blocks"]``); a conversation needs each result tied to the call id it
-answers. :func:`step_exchange` does the tying, and :func:`exchange_messages`
+``OrsEnv.step`` reports its calls' results in ``info["calls"]``, each record with
+the id of the call it answers (the turn's own ids: the step runs the turn's calls
+as they are). :func:`step_exchange` ties them to the turn's calls by id, and
+:func:`exchange_messages`
 writes the step as two ORS :class:`~ors_gym.protocol.Message` turns (ORS
 follows Anthropic's placement: tool results ride in the user turn).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ors_gym.formats.outputs import AssistantTurn, call_id
+from ors_gym.actions import AssistantTurn
 from ors_gym.formats.shapes import as_plain
 from ors_gym.protocol import (
     Block,
@@ -37,8 +37,6 @@ __all__ = [
     "exchange_messages",
     "step_exchange",
 ]
-
-logger = logging.getLogger("ors_gym")
 
 #: What a result says for a call of the turn that never ran.
 NOT_RUN_ENDED = "Not run: an earlier call in this turn ended the episode."
@@ -88,103 +86,48 @@ class StepExchange:
         return any(r.tool_call_id is None for r in self.results)
 
 
-def step_exchange(
-    turn: AssistantTurn, info: Mapping[str, Any], *, max_calls_per_step: int = 16
-) -> StepExchange:
-    """Tie the step's results (``info["calls"]``, ``info["blocks"]``) to the turn's calls.
+def step_exchange(turn: AssistantTurn, info: Mapping[str, Any]) -> StepExchange:
+    """Tie the step's results (``info["calls"]``) to the turn's calls, by id.
 
-    Each ``info["calls"][i]`` answers ``turn.tool_calls[i]``. The blocks of
-    call ``i`` are ``info["calls"][i]["blocks"]`` when the environment gives
-    them; otherwise they are cut out of ``info["blocks"]``, where ``OrsEnv``
-    puts a ``[name]`` header before each call's blocks when a turn has several
-    calls, and its notes last. ``max_calls_per_step`` must match the env's.
+    Each record of ``info["calls"]`` carries the id of the call it answers (None for
+    a plain message routed to the terminal tool) and its own ``blocks``; what else
+    ``info["blocks"]`` holds (a ``[name]`` header before each call's blocks when a
+    turn has several calls, then the env's notes) is feedback. A call of the turn
+    with no record did not run: the episode ended before it, it failed, or the turn
+    had more calls than the env runs per step.
     """
     blocks = [as_block(b) for b in info.get("blocks") or ()]
     calls = [c for c in info.get("calls") or () if isinstance(c, Mapping)]
-    planned = turn.tool_calls[:max_calls_per_step]
-    routed = not turn.tool_calls and not turn.errors and len(calls) == 1
-    per_call, feedback = _cut_blocks(blocks, calls, turn, info, max_calls_per_step)
-
-    results: list[ToolResult] = []
-    for i, (call, own) in enumerate(zip(calls, per_call, strict=True)):
-        if routed:
-            tool_call_id = None
-        elif i < len(planned):
-            tool_call_id = planned[i].id
-            if planned[i].name != call.get("name"):
-                logger.debug(
-                    "step result %d is for %r, the turn's call %d is %r",
-                    i, call.get("name"), i, planned[i].name,
-                )
-        else:
-            tool_call_id = call_id(-1, i)
-        results.append(
-            ToolResult(
-                tool_call_id=tool_call_id,
-                name=str(call.get("name", "")),
-                input=dict(call.get("input") or {}),
-                ok=bool(call.get("ok", True)),
-                blocks=tuple(own),
-                reward=float(call.get("reward") or 0.0),
-                finished=bool(call.get("finished", False)),
-                error=call.get("error"),
-                error_reason=call.get("error_reason"),
-                metadata=call.get("metadata"),
-                seconds=call.get("seconds"),  # an ors_gym.env.Elapsed: equal to any other
-            )
-        )
-    not_run: list[tuple[str, str]] = []
-    if not routed:
-        ended = any(r.finished for r in results)
-        for i, tc in enumerate(turn.tool_calls[len(calls) :], start=len(calls)):
-            assert tc.id is not None
-            if ended:
-                why = NOT_RUN_ENDED
-            elif i >= max_calls_per_step:
-                why = NOT_RUN_LIMIT
-            else:
-                why = NOT_RUN_ERROR
-            not_run.append((tc.id, why))
-    return StepExchange(turn, tuple(results), tuple(not_run), tuple(feedback))
-
-
-def _cut_blocks(
-    blocks: list[Block],
-    calls: list[Mapping[str, Any]],
-    turn: AssistantTurn,
-    info: Mapping[str, Any],
-    max_calls: int,
-) -> tuple[list[list[Block]], list[Block]]:
-    """(blocks of each call, the remaining feedback blocks) of one step."""
-    multi = min(len(turn.tool_calls), max_calls) > 1
-    per_call: list[list[Block]] = []
+    results = [_result(call) for call in calls]
     pos = 0
-    if calls and all("blocks" in c for c in calls):
-        for call in calls:
-            if multi and pos < len(blocks) and _is_header(blocks[pos], call):
-                pos += 1
-            own = [as_block(b) for b in call["blocks"] or ()]
-            per_call.append(own)
-            pos += len(own)
-        return per_call, blocks[pos:]
-    # OrsEnv appends, after the calls' blocks: the error that ended the episode, then
-    # one note per unparseable call and one if the turn had too many calls.
-    trailing = len(turn.errors) + int(len(turn.tool_calls) > max_calls)
-    if info.get("truncation_reason") in ("session_lost", "server_error"):
-        trailing += 1
-    end = max(0, len(blocks) - trailing)
-    for i, call in enumerate(calls):
-        if multi and pos < end and _is_header(blocks[pos], call):
+    multi = len(calls) > 1 or len(turn.tool_calls) > 1  # then the env wrote [name] headers
+    for call, result in zip(calls, results, strict=True):
+        if multi and pos < len(blocks) and _is_header(blocks[pos], call):
             pos += 1
-        stop = end
-        if multi and i + 1 < len(calls):
-            nxt = next(
-                (j for j in range(pos, end) if _is_header(blocks[j], calls[i + 1])), None
-            )
-            stop = nxt if nxt is not None else end
-        per_call.append(blocks[pos:stop])
-        pos = stop
-    return per_call, blocks[pos:]
+        pos += len(result.blocks)
+    feedback = blocks[pos:]
+    ran = {r.tool_call_id for r in results}
+    ended = any(r.finished for r in results)
+    why = NOT_RUN_ENDED if ended else NOT_RUN_ERROR if "error" in info else NOT_RUN_LIMIT
+    not_run = tuple((tc.id, why) for tc in turn.tool_calls
+                    if tc.id is not None and tc.id not in ran)
+    return StepExchange(turn, tuple(results), not_run, tuple(feedback))
+
+
+def _result(call: Mapping[str, Any]) -> ToolResult:
+    return ToolResult(
+        tool_call_id=call.get("id"),
+        name=str(call.get("name", "")),
+        input=dict(call.get("input") or {}),
+        ok=bool(call.get("ok", True)),
+        blocks=tuple(as_block(b) for b in call.get("blocks") or ()),
+        reward=float(call.get("reward") or 0.0),
+        finished=bool(call.get("finished", False)),
+        error=call.get("error"),
+        error_reason=call.get("error_reason"),
+        metadata=call.get("metadata"),
+        seconds=call.get("seconds"),  # an ors_gym.env.Elapsed: equal to any other
+    )
 
 
 def _is_header(block: Block, call: Mapping[str, Any]) -> bool:

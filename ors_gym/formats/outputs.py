@@ -4,18 +4,19 @@ Model APIs return an assistant turn in their own shape: an OpenAI chat
 message or completion, Anthropic content blocks or a message, OpenAI
 Responses output items or a response, or the SDK objects of those clients.
 :func:`as_action` turns any of them into the text/tool-call action that
-:func:`ors_gym.actions.parse_action` reads; :func:`assistant_turn` also keeps
-the reasoning and gives every call an id, for recording the conversation.
+:func:`ors_gym.actions.parse_action` reads; :func:`assistant_turn` reads it as
+the :class:`~ors_gym.actions.AssistantTurn` the env's step runs as it is, keeping
+the reasoning and giving every call an id, for recording the conversation.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
-from ors_gym.actions import ParsedAction, ToolCall, parse_action
+from ors_gym.actions import AssistantTurn, call_id, parse_action
 from ors_gym.errors import OrsActionError
 from ors_gym.families import check_tool_format, parse_text
 from ors_gym.formats.shapes import TEXT_TYPES, as_plain, reasoning_text
@@ -29,31 +30,6 @@ _CALL_TYPES = frozenset({"tool_use", "function_call", "function"})
 _CONTENT_TYPES = TEXT_TYPES | frozenset(
     {"thinking", "redacted_thinking", "reasoning", "message", "refusal", "tool_call"}
 )
-
-
-@dataclass(frozen=True)
-class AssistantTurn:
-    """A model's output read as one assistant turn.
-
-    ``action`` is what to pass to ``OrsEnv.step``; ``tool_calls`` are the calls
-    it parses to, each with an id (the model's, else ``call_<step>_<i>``).
-    """
-
-    action: Any
-    text: str
-    tool_calls: tuple[ToolCall, ...]
-    reasoning: tuple[ReasoningBlock, ...] = ()
-    errors: tuple[str, ...] = ()
-
-    @property
-    def parsed(self) -> ParsedAction:
-        """The turn as the action ``OrsEnv.step`` runs as it is (no second parse)."""
-        return ParsedAction(self.tool_calls, self.text, self.errors)
-
-
-def call_id(step: int, index: int) -> str:
-    """The id given to call ``index`` of step ``step`` when the model gave none."""
-    return f"call_{step}_{index}"
 
 
 def as_action(output: Any) -> Any:
@@ -71,21 +47,20 @@ def as_action(output: Any) -> Any:
 
 def parse_output(
     output: Any, tool_format: str | None = None, tools: Callable[[], Any] | None = None
-) -> ParsedAction:
+) -> AssistantTurn:
     """A model's output as tool calls: raw completion text by ``tool_format``'s family
     rules (``tools()`` gives the schemas its parameters are typed by), else
     :func:`~ors_gym.actions.parse_action` of :func:`as_action`."""
-    return _parse(_split_output(output)[0], tool_format, tools)[0]
+    return _parse(_split_output(output)[0], tool_format, tools)
 
 
 def _parse(
     action: Any, tool_format: str | None, tools: Callable[[], Any] | None
-) -> tuple[ParsedAction, str | None]:
-    """(the parsed action, the family's reasoning) of an action as ``as_action`` gives it."""
+) -> AssistantTurn:
+    """The turn an action (as ``as_action`` gives it) reads as."""
     if tool_format is None or not isinstance(action, str):
-        return parse_action(action), None
-    read = parse_text(check_tool_format(tool_format), action, tools() if tools else None)
-    return read.action(), read.reasoning
+        return parse_action(action)
+    return parse_text(check_tool_format(tool_format), action, tools() if tools else None)
 
 
 def assistant_turn(
@@ -95,21 +70,18 @@ def assistant_turn(
     tool_format: str | None = None,
     tools: Callable[[], Any] | None = None,
 ) -> AssistantTurn:
-    """Parse a model's output (any shape :func:`as_action` reads) as turn ``step``;
-    raw text by ``tool_format``'s family rules (see :func:`parse_output`).
+    """Parse a model's output (any shape :func:`as_action` reads) as turn ``step``, each
+    call with an id (the model's, else :func:`~ors_gym.actions.call_id`); raw text by
+    ``tool_format``'s rules (see :func:`parse_output`). Pass the turn to ``OrsEnv.step``.
 
     Raises :class:`~ors_gym.errors.OrsActionError` for a structurally invalid
     action, as ``OrsEnv.step`` would.
     """
     action, reasoning = _split_output(output)
-    parsed, thought = _parse(action, tool_format, tools)
-    if thought:
-        reasoning = [*reasoning, ReasoningBlock(text=thought)]
-    calls = tuple(
-        ToolCall(c.name, c.arguments, c.id or call_id(step, i))
-        for i, c in enumerate(parsed.tool_calls)
-    )
-    return AssistantTurn(action, parsed.message, calls, tuple(reasoning), parsed.errors)
+    turn = _parse(action, tool_format, tools).numbered(step)
+    if reasoning:
+        turn = replace(turn, reasoning=(*reasoning, *turn.reasoning))
+    return turn
 
 
 def _split_output(output: Any) -> tuple[Any, list[ReasoningBlock]]:

@@ -8,7 +8,9 @@ rows adjacent. Its stop reasons are the inference engine's: ``"stop"`` (the
 model ended its turn) and ``"length"`` (cut by the token budget); its
 ``zero_reward_on_non_stop`` and overlong filtering zero every other one, so an
 episode that the environment ended is ``"stop"`` here, one the environment
-failed is ``"abort"``, and ORS's own reason goes to ``env_metrics``.
+failed is ``"abort"``, and ORS's own reason goes to ``env_metrics``. The
+environment's named reward parts go to ``env_metrics`` (each trajectory's) and
+``rollout_metrics`` (``reward_parts/<name>``, their mean).
 """
 
 from __future__ import annotations
@@ -108,7 +110,9 @@ def generator_output(
             if with_logprobs:
                 out["rollout_logprobs"].append(fields["rollout_logprobs"])
             out["env_metrics"].append({"stop_reason": traj.stop_reason, "turns": traj.turns,
-                                       "renderer": traj.renderer})
+                                       "renderer": traj.renderer,
+                                       "policy_versions": fields["policy_versions"],
+                                       "reward_parts": fields["reward_parts"]})
             is_last.append(last)
             row_ids.append(tid)
     if step_wise:
@@ -116,7 +120,18 @@ def generator_output(
         out["trajectory_ids"] = row_ids
     out["rollout_metrics"] = _rollout_metrics(out["response_ids"], out["rewards"],
                                               out["loss_masks"])
+    out["rollout_metrics"].update(_parts_metrics(trajectories))
     return out
+
+
+def _parts_metrics(trajectories: Sequence[Trajectory]) -> dict[str, float]:
+    """Each reward part's mean over the trajectories that reported it
+    (``reward_parts/<name>``)."""
+    values: dict[str, list[float]] = {}
+    for traj in trajectories:
+        for name, value in traj.reward_parts.items():
+            values.setdefault(name, []).append(value)
+    return {f"reward_parts/{name}": statistics.fmean(v) for name, v in sorted(values.items())}
 
 
 def _rollout_metrics(

@@ -20,7 +20,8 @@ from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.protocol import ListToolsOutput, Message
-from ors_gym.tokens._open import Backends, EpisodeRow
+from ors_gym.reward_parts import add_parts, step_parts
+from ors_gym.tokens import EnvPool, EpisodeRow
 
 try:
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -32,26 +33,29 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 __all__ = ["OrsTextEnv", "system_prompt"]
 
 #: SkyRL calls an env's methods from its worker threads: every episode runs on this one
-#: event loop, over one backend per environment (``_BACKENDS``, used on it only).
+#: event loop, over one backend per environment (``_POOL``, used on it only).
 _RUNTIME = Runtime("ors-skyrl")
-_BACKENDS = Backends(on_error="raise")
+_POOL = EnvPool(on_error="raise")
 
 
 async def _open(row: EpisodeRow) -> AsyncOrsEnv:
-    return _BACKENDS.env(row)
+    return _POOL.env(row)
 
 _ROLES = frozenset({"system", "user", "assistant"})
 
 
-def system_prompt(tools: ListToolsOutput) -> str:
-    """A system message offering the tools, with the ``<tool_call>`` format to call them."""
+def system_prompt(tools: ListToolsOutput, tool_format: str | None = None) -> str:
+    """A system message offering the tools, with a call written as the model's family
+    writes it (``tool_format``, the env's; Hermes ``<tool_call>`` JSON when None)."""
+    from ors_gym.families import call_example
+
     lines = [
         "You act in an environment by calling its tools. The tools, as JSON schemas:",
         "<tools>",
         *(json.dumps(t["function"], sort_keys=True) for t in _openai_tools(tools)),
         "</tools>",
-        "To call a tool, write its name and arguments as JSON in tags:",
-        '<tool_call>\n{"name": "<tool>", "arguments": {...}}\n</tool_call>',
+        "To call a tool, write its name and arguments as in this call:",
+        call_example(tool_format or "hermes", "<tool>", {"<argument>": "<value>"}),
     ]
     if tools.terminal_tool is not None:
         lines.append("To give your final answer, reply in plain text without a tool call.")
@@ -98,6 +102,7 @@ class OrsTextEnv(BaseTextEnv):
         self.row = EpisodeRow(self.env_id, kwargs, options)
         self.env: AsyncOrsEnv = _RUNTIME.run(_open(self.row))
         self.rewards: list[float] = []
+        self.reward_parts: dict[str, float] = {}
 
     def init(self, prompt: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         """Start the episode's session; the conversation is the row's own non-empty
@@ -107,7 +112,8 @@ class OrsTextEnv(BaseTextEnv):
         given = [dict(m) for m in _as_messages(prompt) if m.get("content")]
         conversation: list[dict[str, Any]] = []
         if not any(m.get("role") == "system" for m in given):
-            conversation.append({"role": "system", "content": system_prompt(self.env.tools)})
+            prompt = system_prompt(self.env.tools, self.env.settings.tool_format)
+            conversation.append({"role": "system", "content": prompt})
         conversation += given
         conversation += [_chat_message(m) for m in opening]
         return conversation, {"env_id": self.env_id, "index": info.get("index")}
@@ -123,6 +129,8 @@ class OrsTextEnv(BaseTextEnv):
         self.turns += 1
         observation, reward, terminated, truncated, info = _RUNTIME.run(self._step(action))
         self.rewards.append(float(reward))
+        parts = step_parts(info)
+        add_parts(self.reward_parts, parts)
         done = bool(terminated or truncated) or self.turns >= self.max_turns
         if done:
             _RUNTIME.run(self.env.end_session())
@@ -136,6 +144,7 @@ class OrsTextEnv(BaseTextEnv):
             "calls": [c["name"] for c in info.get("calls", [])],
             "terminated": bool(terminated),
             "truncated": bool(truncated),
+            "reward_parts": parts,
         }
         return BaseTextEnvStepOutput(
             observations=observations, reward=float(reward), done=done, metadata=metadata,
@@ -150,7 +159,9 @@ class OrsTextEnv(BaseTextEnv):
         _RUNTIME.run(self.env.close())
 
     def get_metrics(self) -> dict[str, Any]:
-        return {"turns": self.turns, "return": float(sum(self.rewards))}
+        """The episode's turns, return and named reward parts (``reward_parts/<name>``)."""
+        return {"turns": self.turns, "return": float(sum(self.rewards)),
+                **{f"reward_parts/{k}": v for k, v in sorted(self.reward_parts.items())}}
 
 
 def _get(config: Any, key: str) -> Any:

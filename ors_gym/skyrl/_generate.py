@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ors_gym.skyrl._batch import generator_output
-from ors_gym.tokens import AsyncTokenBatch, Backends
+from ors_gym.tokens import AsyncTokenBatch, EnvPool
 from ors_gym.tokens._vision import is_processor
 
 __all__ = ["Sample", "generate"]
@@ -32,7 +32,7 @@ async def generate(
     *,
     max_tokens: int,
     step_wise: bool = False,
-    backends: Backends | None = None,
+    pool: EnvPool | None = None,
     **token_kwargs: Any,
 ) -> dict[str, Any]:
     """Play one episode per dataset row (``env_id``, ``split``, ``index``, and optional
@@ -40,7 +40,7 @@ async def generate(
 
     ``max_tokens`` caps each episode's ids after its first prompt (SkyRL's
     ``max_generate_length``); ``token_kwargs`` are ``TokenEnv``'s (``renderer``,
-    ``chat_template_kwargs``...). ``backends`` (default: a batch of its own) lets
+    ``chat_template_kwargs``...). ``pool`` (default: the batch's own) lets
     several calls on one loop share connections and discovery.
     """
     if token_kwargs.get("processor") is not None or is_processor(tokenizer):
@@ -49,7 +49,7 @@ async def generate(
             "here; pass the text tokenizer (images then reach the model as a note), or "
             "train a vision model with veRL's 'ors' agent loop"
         )
-    async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, backends=backends,
+    async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, pool=pool,
                                **token_kwargs) as batch:
         try:
             prompts, _ = await batch.reset(list(rows))

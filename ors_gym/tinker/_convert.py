@@ -3,7 +3,7 @@
 tinker-cookbook's renderer parses a completion into an assistant ``Message``
 (text and thinking parts, ``tool_calls`` as its ``ToolCall`` objects with JSON
 string arguments, ``unparsed_tool_calls``). That parse is the one the env
-gets: the calls go to it as calls (a :class:`~ors_gym.actions.ParsedAction`),
+gets: the calls go to it as calls (a :class:`~ors_gym.actions.AssistantTurn`),
 never back through text, the thinking never reaches it, and a call the parser
 could not read reaches the agent as the env's error note. The env's reply
 comes back as the renderer's ``tool`` and ``user`` messages.
@@ -15,12 +15,19 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.actions import ParsedAction, ToolCall
-from ors_gym.formats import AssistantTurn, StepExchange, call_id, exchange_messages
+from ors_gym.actions import AssistantTurn, ToolCall, call_id
+from ors_gym.formats import StepExchange, exchange_messages
 from ors_gym.protocol import Message as OrsMessage
 from ors_gym.tokens.chat import chat_messages
 
-__all__ = ["assistant_action", "opening_messages", "reply_messages", "sees_images", "tool_specs"]
+__all__ = [
+    "assistant_action",
+    "opening_messages",
+    "policy_version",
+    "reply_messages",
+    "sees_images",
+    "tool_specs",
+]
 
 #: The longest stretch of an unreadable call quoted back to the agent.
 _QUOTE = 300
@@ -84,11 +91,10 @@ def assistant_action(message: Mapping[str, Any], step: int) -> tuple[AssistantTu
         calls.append(ToolCall(tc.function.name, arguments, cid))
     for bad in message.get("unparsed_tool_calls") or ():
         errors.append(_note(None, bad.error, bad.raw_text))
-    parsed = ParsedAction(tuple(calls), text, tuple(errors))
     kept = dict(message)
     if kept_calls:
         kept["tool_calls"] = kept_calls
-    return AssistantTurn(parsed, text, tuple(calls), (), tuple(errors)), kept
+    return AssistantTurn(tuple(calls), text, tuple(errors)), kept
 
 
 def sees_images(renderer: Any) -> bool:
@@ -120,3 +126,17 @@ def _note(name: str | None, why: str, raw: str) -> str:
     what = f"The call to {name!r}" if name else "A tool call"
     quoted = raw if len(raw) <= _QUOTE else raw[:_QUOTE] + "..."
     return f"{what} could not be read: {why}. You wrote: {quoted}"
+
+
+def policy_version(extra: Mapping[str, Any] | None) -> int | None:
+    """The ``"policy_version"`` a sampler put in a step's ``ActionExtra`` (the version of the
+    weights that sampled the turn), or None."""
+    version = (extra or {}).get("policy_version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(
+            f"extra['policy_version'] must be an int (the version of the weights that sampled "
+            f"the turn) or None, got {version!r}"
+        )
+    return version

@@ -6,8 +6,8 @@ recipes write them (``batch_size``, ``group_size``, ``model_name_for_tokenizer``
 of the split, each a group of ``group_size`` attempts at that task. A group
 builder holds names and numbers only, so it pickles (tinker-cookbook may send
 it to another process); ``make_envs`` makes the renderer and opens its episodes
-as ``ors_gym.tokens`` rows over the running event loop's shared backends
-(``shared_backends()``: one backend, one connection pool and one ``/tools``
+as ``ors_gym.tokens`` rows over the running event loop's shared pool
+(``shared_pool()``: one backend, one connection pool and one ``/tools``
 discovery per environment id in the process, made in the worker at first use,
 shared by every group). An environment that scores groups
 (``supports_score_group``, such as ``ors/Judged-v0``) gives the group's
@@ -33,7 +33,7 @@ from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.backends.base import AsyncBackend
 from ors_gym.scoring import ascore_group
 from ors_gym.tinker.env import OrsMessageEnv, OrsTinkerEnv
-from ors_gym.tokens._open import EpisodeRow, shared_backends
+from ors_gym.tokens import EpisodeRow, shared_pool
 
 __all__ = ["OrsDataset", "OrsDatasetBuilder", "OrsEnvGroupBuilder"]
 
@@ -112,7 +112,7 @@ class OrsEnvGroupBuilder(EnvGroupBuilder):
         """An episode's env over the loop's shared backend for ``env_id`` (made, with its
         discovery, by the first episode of the environment in this process); its episodes
         truncate on a failing session (``stop/env_error``, ``stop/rollout_timeout``)."""
-        return shared_backends().env(EpisodeRow(self.env_id, self.env_kwargs))
+        return shared_pool().env(EpisodeRow(self.env_id, self.env_kwargs))
 
     async def compute_group_rewards(
         self, trajectory_group: list[Any], env_group: Sequence[Env]
@@ -206,7 +206,7 @@ class OrsDatasetBuilder(RLDatasetBuilder):
 
     async def _survey(self, env_id: str) -> tuple[dict[str, int], bool]:
         """How many tasks each split wanted has, and whether the env scores groups."""
-        env = shared_backends().env(EpisodeRow(env_id, self.env_kwargs))  # its discovery kept
+        env = shared_pool().env(EpisodeRow(env_id, self.env_kwargs))  # its discovery kept
         try:
             tools = await env.discover()
             splits = {s for s in (self.split, self.test_split) if s is not None}

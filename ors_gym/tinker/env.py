@@ -12,7 +12,8 @@ overflow end the episode as there), and gives the session back the moment
 the episode ends, however it ends.
 
 Stop reasons are tinker-cookbook's ``stop/<reason>`` metrics (one-hot, on the
-last transition): :data:`STOP_REASONS` maps the shared stop vocabulary
+last transition, with ``ors_return`` and the episode's named reward parts as
+``reward_parts/<name>``): :data:`STOP_REASONS` maps the shared stop vocabulary
 (:mod:`ors_gym.tokens.stops`) to them.
 """
 
@@ -27,9 +28,11 @@ from tinker_cookbook.rl.types import STOP_METRIC_PREFIX, InitialObservationOverf
 
 from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.formats import StepExchange, step_exchange
+from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tinker._convert import (
     assistant_action,
     opening_messages,
+    policy_version,
     reply_messages,
     sees_images,
     tool_specs,
@@ -82,6 +85,7 @@ class OrsMessageEnv(MessageEnv):
         self.step_rewards = step_rewards
         self.history: list[Any] = []
         self.ors_return = 0.0
+        self.reward_parts: dict[str, float] = {}
         self.done = False
 
     async def initial_observation(self) -> list[Any]:
@@ -95,10 +99,10 @@ class OrsMessageEnv(MessageEnv):
     async def step(self, message: Any) -> MessageStepResult:
         turn, kept = assistant_action(message, self.env.steps + 1)
         self.history.append(kept)
-        _, reward, terminated, truncated, info = await self.env.step(turn.action)
-        most = self.env.settings.max_calls_per_step
-        exchange = step_exchange(turn, info, max_calls_per_step=most)
+        _, reward, terminated, truncated, info = await self.env.step(turn)
+        exchange = step_exchange(turn, info)
         self.ors_return += float(reward)
+        add_parts(self.reward_parts, step_parts(info))
         metrics: dict[str, float] = {}
         if turn.errors:
             metrics["parse_error"] = 1.0
@@ -106,6 +110,7 @@ class OrsMessageEnv(MessageEnv):
         if self.done:
             metrics[STOP_METRIC_PREFIX + stop_reason(terminated, info, exchange)] = 1.0
             metrics["ors_return"] = self.ors_return
+            metrics.update({f"reward_parts/{k}": v for k, v in self.reward_parts.items()})
             await self.end()
         else:
             self.history += reply_messages(exchange, multimodal=sees_images(self.renderer))
@@ -126,7 +131,9 @@ class OrsTinkerEnv(EnvFromMessageEnv):
     """tinker-cookbook's ``Env`` for one ORS episode: its ``EnvFromMessageEnv`` over an
     :class:`OrsMessageEnv`, giving the session back as soon as the episode ends, also
     when it ends outside the environment (a ``length`` stop, broken framing, context
-    overflow, an exception). Takes ``EnvFromMessageEnv``'s arguments."""
+    overflow, an exception). Takes ``EnvFromMessageEnv``'s arguments. A step's
+    ``extra["policy_version"]`` (the weights' version that sampled the turn) becomes
+    the transition's ``policy_version`` metric."""
 
     message_env: OrsMessageEnv
 
@@ -141,11 +148,14 @@ class OrsTinkerEnv(EnvFromMessageEnv):
         return result
 
     async def step(self, action: list[int], *, extra: Any = None) -> Any:
+        version = policy_version(extra)
         try:
             result = await super().step(action, extra=extra)
         except BaseException:
             await self.message_env.end()
             raise
+        if version is not None:  # the turn's sampler, beside its other metrics
+            result.metrics["policy_version"] = float(version)
         if result.episode_done:
             await self.message_env.end()
         return result

@@ -5,26 +5,30 @@ sampled and returns the next prompt's ids: the previous ones, the sampled ids
 verbatim, then the environment's reply as the chat template renders it.
 ``env.trajectory`` is the record (:class:`Trajectory`: ids, mask, logprobs,
 messages) with exporters for TRL, veRL and SkyRL. ``TokenBatch`` (and
-``AsyncTokenBatch``) runs N episodes together on one loop over shared
-backends (``Backends``, opened from ``EpisodeRow`` rows), as trainers do;
-``stops`` is the vocabulary of stop reasons. Needs a tokenizer
+``AsyncTokenBatch``) runs N episodes together on one loop over an
+``EnvPool`` (one backend per environment, opened from ``EpisodeRow`` rows),
+in lockstep or free-running (``run_free``: each episode ends and is handed
+back on its own, as ``EndedEpisode``); ``filter_stale`` drops trajectories
+sampled by too old a policy; ``stops`` is the vocabulary of stop reasons. Needs a tokenizer
 (transformers); the ``tokens`` extra adds the ``renderers`` library.
 """
 
 from __future__ import annotations
 
-from ors_gym.tokens._open import Backends, EpisodeRow, shared_backends
+from ors_gym.tokens._free import EndedEpisode, Turn
+from ors_gym.tokens._open import EnvPool, EpisodeRow, shared_pool
 from ors_gym.tokens.async_env import AsyncTokenEnv
 from ors_gym.tokens.batch import AsyncTokenBatch, TokenBatch
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
 from ors_gym.tokens.env import TokenEnv, TokenSpace
-from ors_gym.tokens.trajectory import TokenRow, Trajectory
+from ors_gym.tokens.trajectory import TokenRow, Trajectory, filter_stale
 
 __all__ = [
     "AsyncTokenBatch",
     "AsyncTokenEnv",
-    "Backends",
     "Bridge",
+    "EndedEpisode",
+    "EnvPool",
     "EpisodeRow",
     "TemplateBridge",
     "TokenBatch",
@@ -32,5 +36,7 @@ __all__ = [
     "TokenRow",
     "TokenSpace",
     "Trajectory",
-    "shared_backends",
+    "Turn",
+    "filter_stale",
+    "shared_pool",
 ]

@@ -1,27 +1,49 @@
 """Which bridge serves a tokenizer: its family's renderer, else its chat template.
 
 ``renderer=None`` finds the family (:func:`ors_gym.families.detect`: the hub
-name, else the tokenizer's chat template and special tokens) and uses the
-family's ``renderers`` renderer, which writes and reads its tokens, where it
-renders prompts exactly as the tokenizer's own template does; elsewhere (another
-revision, a template of its own) and for a family no renderer serves here
-(gpt-oss without harmony's vocabulary files, DeepSeek V3.1) the chat template
-renders and the family's text parser reads. Where no family can be told, the
-chat template with Hermes-style parsing, said once at WARNING. A known family is
-never read by another family's rules in silence.
+name, else the tokenizer's chat template) and uses the family's ``renderers``
+renderer, which writes and reads its tokens, where it renders prompts exactly as
+the tokenizer's own template does; elsewhere (another revision, a template of its
+own) and for a family no renderer serves here (gpt-oss without harmony's
+vocabulary files, DeepSeek V3.1) the chat template renders and the family's wire
+format reads. Where no family can be told, the chat template with Hermes-style
+parsing, said once at WARNING. A known family is never read by another family's
+rules in silence. The choice is made once per tokenizer (weakly held), chat
+template, ``renderer`` name and template arguments: later calls build the bridge
+chosen without detecting or probing again (each call its own bridge, whose
+per-episode state, a multimodal renderer's images, is its own).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from ors_gym.families import DEFAULT, detect, family, warn_once
-from ors_gym.tokens._images import vision_bridge
+from ors_gym.families import DEFAULT, Family, detect, family, warn_once
+from ors_gym.tokens._images import TemplateImagesBridge, vision_family
 from ors_gym.tokens._renderers import RenderersBridge
-from ors_gym.tokens.bridge import Bridge, TemplateBridge
+from ors_gym.tokens._vision import refusal
+from ors_gym.tokens.bridge import _PROBE_TOOLS, Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
+
+@dataclass(frozen=True)
+class _Choice:
+    """What was chosen for a tokenizer, without the tokenizer (a cached bridge would hold
+    it, and so keep its weak key alive): a renderers name, or the template's family and
+    the end-of-turn ids its probe read."""
+
+    renderer: str | None
+    family: str | None = None
+    ends: tuple[int, frozenset[int]] | None = None
+
+
+#: The choices made, per tokenizer: (renderer name, template arguments, template) -> choice.
+_CHOSEN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, int], _Choice]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def make_bridge(
@@ -37,12 +59,35 @@ def make_bridge(
     if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
         return renderer
     kwargs = dict(chat_template_kwargs or {})
-    if processor is not None:
-        return vision_bridge(tokenizer, processor, renderer, kwargs)
+    if processor is not None:  # not memoised: the processor holds the tokenizer it would key
+        return _vision_bridge(tokenizer, processor, renderer, kwargs)
+    if renderer is not None and not isinstance(renderer, str):  # a renderers config/Renderer
+        return _renderer_bridge(tokenizer, renderer, kwargs)
+    template = getattr(tokenizer, "chat_template", None)
+    key = (renderer or "", repr(sorted(kwargs.items())), hash(repr(template)))
+    try:
+        chosen = _CHOSEN.setdefault(tokenizer, {})
+    except TypeError:  # a tokenizer that cannot be weakly referenced: chosen each time
+        return _choose(tokenizer, renderer, kwargs)
+    choice = chosen.get(key)
+    if choice is not None:
+        if choice.renderer is not None:
+            return _renderer_bridge(tokenizer, choice.renderer, kwargs)
+        assert choice.family is not None and choice.ends is not None
+        return TemplateBridge._known(tokenizer, kwargs, choice.family, choice.ends)
+    bridge = _choose(tokenizer, renderer, kwargs)
+    if isinstance(bridge, TemplateBridge):
+        chosen[key] = _Choice(None, bridge.family.name, (bridge.end_of_turn, bridge.stops))
+    elif isinstance(bridge, RenderersBridge):
+        chosen[key] = _Choice(bridge.name.removeprefix("renderers:"))
+    return bridge
+
+
+def _choose(tokenizer: Any, renderer: str | None, kwargs: dict[str, Any]) -> Bridge:
+    """The bridge for a renderer name, ``"template"`` or None (the family found)."""
     found = detect(tokenizer)
     if renderer is None or renderer == "template":
-        name = found.family
-        if name is None:
+        if found.family is None:
             warn_once(
                 f"cannot tell the model family of tokenizer {_name(tokenizer)!r} "
                 f"({found.how}): reading its completions as Hermes-style "
@@ -50,58 +95,91 @@ def make_bridge(
                 "reasoning; pass renderer=<family> (e.g. 'qwen3.5', 'glm-4.5', 'gpt-oss') "
                 "if the model writes another format",
             )
-            return TemplateBridge(tokenizer, kwargs, family=DEFAULT)
-        fam = family(name)
-        if renderer == "template" or fam.renderer is None:
-            return TemplateBridge(tokenizer, kwargs, family=_text_or_refuse(name))
-        bridge = _renderers_or_template(tokenizer, fam.renderer, kwargs, how=found.how)
-        if isinstance(bridge, RenderersBridge) and fam.text is not None and not _same_prompt(
-            bridge, tokenizer, kwargs
-        ):
-            return _own_template(tokenizer, kwargs, bridge, name, found.how)
-        return bridge
-    if isinstance(renderer, str):
-        asked = family(renderer)
-        if found.family is not None and family(found.family).text != asked.text:
+        fam, how = family(found.family or DEFAULT), found.how
+    else:
+        fam, how = family(renderer), "renderer="
+        if found.family is not None and family(found.family).format != fam.format:
             warn_once(
-                f"renderer={renderer!r} reads {asked.name} completions, but tokenizer "
+                f"renderer={renderer!r} reads {fam.name} completions, but tokenizer "
                 f"{_name(tokenizer)!r} looks like {found.family} ({found.how}); its calls "
                 "will be read by the renderer you asked for",
             )
-        if asked.renderer is None:
-            return TemplateBridge(tokenizer, kwargs, family=_text_or_refuse(asked.name))
-        return _renderers_or_template(tokenizer, asked.renderer, kwargs, how="renderer=")
-    return RenderersBridge(tokenizer, renderer, kwargs)
-
-
-def _renderers_or_template(
-    tokenizer: Any, name: str, kwargs: dict[str, Any], *, how: str
-) -> Bridge:
-    """The family's renderers renderer; its chat template and text parser where the
-    renderer cannot be built here (say, it loads files from the network)."""
+    if renderer == "template" or fam.renderer is None:
+        return TemplateBridge(tokenizer, kwargs, family=fam.name)
     try:
-        return RenderersBridge(tokenizer, name, kwargs)
-    except (TypeError, ValueError) as exc:
-        if "chat_template_kwargs" in str(exc) or "Unsupported" in str(exc):
+        bridge = _renderer_bridge(tokenizer, fam.renderer, kwargs)
+    except Exception as exc:  # bad arguments, or renderers' own loading failures (network)
+        said = str(exc)
+        if isinstance(exc, TypeError | ValueError) and (
+            "chat_template_kwargs" in said or "Unsupported" in said
+        ):
             raise ValueError(
-                f"chat_template_kwargs {sorted(kwargs)} are not taken by the {name!r} "
+                f"chat_template_kwargs {sorted(kwargs)} are not taken by the {fam.renderer!r} "
                 f"renderer: {exc}"
             ) from exc
-        error: Exception = exc
-    except Exception as exc:  # renderers' own loading failures (files, network)
-        error = exc
-    fam = family(name)
-    if fam.text is None:
+        return _fallback(tokenizer, kwargs, fam, f"the {fam.renderer!r} renderer (found by "
+                         f"{how}) cannot be built here ({type(exc).__name__}: {exc})", exc)
+    if renderer is None and fam.format is not None and not _same_prompt(bridge, tokenizer,
+                                                                        kwargs):
+        return _fallback(tokenizer, kwargs, fam, (
+            f"tokenizer {_name(tokenizer)!r} is read as {fam.name} ({how}), but its chat "
+            f"template renders a prompt otherwise than renderers' {fam.renderer!r} renderer "
+            "(another revision, or a template of its own)"), bridge)
+    return bridge
+
+
+def _renderer_bridge(
+    tokenizer: Any, renderer: Any, kwargs: dict[str, Any], processor: Any = None
+) -> RenderersBridge:
+    """The one place a renderers renderer is built into a bridge (with a vision model's
+    processor, rebuilt to render its images)."""
+    return RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
+
+
+def _vision_bridge(
+    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
+) -> Bridge:
+    """The bridge that renders ``processor``'s images for ``tokenizer``'s family
+    (:mod:`ors_gym.tokens._images`), or a ValueError naming the processor where that
+    family renders no image."""
+    name = vision_family(tokenizer, processor, renderer)
+    if name == "qwen2.5-vl":
+        return TemplateImagesBridge(tokenizer, processor, kwargs)
+    if renderer is None or isinstance(renderer, str):
+        renderer = family(name).renderer
+        if renderer is None:
+            raise refusal(processor, name, "renders no images here (no renderer serves it)")
+    bridge = _renderer_bridge(tokenizer, renderer, kwargs, processor)
+    if not bridge.multimodal:
+        raise refusal(processor, bridge.name.removeprefix("renderers:"),
+                      "renders text only: its renderer takes no image")
+    return bridge
+
+
+def _fallback(
+    tokenizer: Any, kwargs: dict[str, Any], fam: Family, why: str,
+    instead: Bridge | Exception,
+) -> Bridge:
+    """The tokenizer's own template, read by the family's format, where its renderer cannot
+    serve (``why``, said once at WARNING); where the template cannot serve either, the
+    renderer built (``instead``), or the renderer's failure named."""
+    if fam.format is None:
+        assert isinstance(instead, Exception)
         raise ValueError(
-            f"the {name!r} renderer cannot be built for tokenizer {_name(tokenizer)!r} "
-            f"({type(error).__name__}: {error}) and no other reader of its format exists"
-        ) from error
+            f"{why}, and no other reader of the {fam.name!r} format exists"
+        ) from instead
+    try:
+        own = TemplateBridge(tokenizer, kwargs, family=fam.name)
+    except ValueError as exc:
+        if isinstance(instead, Exception):
+            raise
+        warn_once(f"{why}; its template cannot bridge a turn ({exc}), so the renderer renders")
+        return instead
     warn_once(
-        f"the {name!r} renderer (found by {how}) cannot be built here "
-        f"({type(error).__name__}: {error}); using the tokenizer's chat template with the "
-        f"{fam.text!r} parser instead",
+        f"{why}: rendering with the tokenizer's chat template and reading completions by "
+        f"the {fam.format!r} rules"
     )
-    return TemplateBridge(tokenizer, kwargs, family=name)
+    return own
 
 
 #: The prompts a renderer must render exactly as the tokenizer's own template does: with a
@@ -110,9 +188,6 @@ _PROBES = (
     ({"role": "user", "content": "pong"},),
     ({"role": "system", "content": "ping"}, {"role": "user", "content": "pong"}),
 )
-_PROBE_TOOLS = ({"type": "function", "function": {
-    "name": "probe", "description": "a probe", "parameters": {
-        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}},)
 
 
 def _same_prompt(bridge: RenderersBridge, tokenizer: Any, kwargs: dict[str, Any]) -> bool:
@@ -129,39 +204,6 @@ def _same_prompt(bridge: RenderersBridge, tokenizer: Any, kwargs: dict[str, Any]
         if got != want:
             return False
     return True
-
-
-def _own_template(
-    tokenizer: Any, kwargs: dict[str, Any], bridge: Bridge, name: str, how: str
-) -> Bridge:
-    """The tokenizer's own template, read by the family's rules, where it renders otherwise
-    than the family's renderer; the renderer, said, where the template cannot bridge."""
-    renderer = bridge.name.removeprefix("renderers:")
-    differs = (f"tokenizer {_name(tokenizer)!r} is read as {name} ({how}), but its chat "
-               f"template renders a prompt otherwise than renderers' {renderer!r} renderer "
-               "(another revision, or a template of its own)")
-    try:
-        own = TemplateBridge(tokenizer, kwargs, family=name)
-    except ValueError as exc:
-        warn_once(
-            f"{differs}; its template cannot bridge a turn ({exc}), so the "
-            "renderer renders"
-        )
-        return bridge
-    warn_once(
-        f"{differs}: rendering with the tokenizer's template and reading "
-        f"completions by the {family(name).text!r} rules"
-    )
-    return own
-
-
-def _text_or_refuse(name: str) -> str:
-    if family(name).text is None:
-        raise ValueError(
-            f"the {name!r} family is read only by its renderers renderer, not by the chat "
-            f"template: pass renderer={name!r}"
-        )
-    return name
 
 
 def _is_renderers_object(obj: Any) -> bool:

@@ -1,8 +1,9 @@
-"""Which bridge renders a processor's images, and a vision family's chat template as one.
+"""Which family renders a processor's images, and a vision family's chat template as one.
 
-:func:`vision_bridge` chooses: the family's multimodal ``renderers`` renderer,
-built with the processor, or :class:`TemplateImagesBridge` for Qwen2.5-VL, which
-no renderer serves; a family that renders no image is refused by name.
+:func:`vision_family` names the family a processor's images are rendered for
+(``tokens._choose`` builds its multimodal ``renderers`` renderer with the
+processor, or :class:`TemplateImagesBridge` for Qwen2.5-VL, which no renderer
+serves; a family that renders no image is refused by name).
 Qwen2.5-VL's chat template (the processor's, else the tokenizer's) writes one
 ``<|vision_start|><|image_pad|><|vision_end|>`` per image part, in order; the
 image processor gives the image's grid, and the single ``<|image_pad|>``
@@ -17,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ors_gym.families import DEFAULT, AssistantParse, Family, detect, family
-from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.actions import AssistantTurn
+from ors_gym.families import DEFAULT, Family, detect
 from ors_gym.tokens._vision import image_parts, refusal, to_pil
 from ors_gym.tokens.bridge import TemplateBridge
 
-__all__ = ["ImageData", "Placeholder", "TemplateImagesBridge", "vision_bridge"]
+__all__ = ["ImageData", "Placeholder", "TemplateImagesBridge", "vision_family"]
 
 
 #: Processor classes (by name) of families no ``renderers`` renderer serves: their chat
@@ -30,28 +31,7 @@ __all__ = ["ImageData", "Placeholder", "TemplateImagesBridge", "vision_bridge"]
 _TEMPLATE_FAMILIES = {"Qwen2_5_VLProcessor": "qwen2.5-vl", "Qwen2VLProcessor": "qwen2.5-vl"}
 
 
-def vision_bridge(
-    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
-) -> Any:
-    """The bridge that renders ``processor``'s images for ``tokenizer``'s family, or a
-    ValueError naming the processor where that family renders no image."""
-    name = _family_of(tokenizer, processor, renderer)
-    if name == "qwen2.5-vl":
-        return TemplateImagesBridge(tokenizer, processor, kwargs)
-    if isinstance(renderer, str) or renderer is None:
-        fam = family(name)
-        if fam.renderer is None:
-            raise refusal(processor, name, "renders no images here (no renderer serves it)")
-        bridge = RenderersBridge(tokenizer, fam.renderer, kwargs, processor=processor)
-    else:  # a renderers config or Renderer
-        bridge = RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
-    if not bridge.multimodal:
-        raise refusal(processor, bridge.name.removeprefix("renderers:"),
-                       "renders text only: its renderer takes no image")
-    return bridge
-
-
-def _family_of(tokenizer: Any, processor: Any, renderer: Any) -> str:
+def vision_family(tokenizer: Any, processor: Any, renderer: Any) -> str:
     """The family a processor's images are rendered for: ``renderer=`` where named, else
     the tokenizer's (a Qwen3-style template that writes vision tokens is Qwen3-VL's)."""
     if isinstance(renderer, str) and renderer != "template":
@@ -150,7 +130,7 @@ class TemplateImagesBridge:
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         return self._text.parse(prompt, completion, tools)
 
     def _expand(

@@ -1,12 +1,12 @@
 """How every trainer bridge opens an ORS episode: a row naming it, over shared backends.
 
 An :class:`EpisodeRow` names one episode (a ``gymnasium.make`` id, its keyword
-arguments, the reset options naming the task). :class:`Backends` turns rows
+arguments, the reset options naming the task). :class:`EnvPool` turns rows
 into ``AsyncOrsEnv`` episodes over ONE backend (and one discovery catalog) per
 environment id and arguments, made at the first row that names them and kept
 until ``aclose``: a thousand episodes of one environment share one connection
-pool and one ``/tools`` discovery instead of opening their own. Backends live
-on one event loop; :func:`shared_backends` gives the running loop's own, for
+pool and one ``/tools`` discovery instead of opening their own. A pool lives
+on one event loop; :func:`shared_pool` gives the running loop's own, for
 code that cannot pass one along (veRL makes an agent loop per sample), closed
 when that loop shuts down its async generators.
 """
@@ -26,7 +26,7 @@ from ors_gym.catalog import Catalog
 from ors_gym.registration import async_env_arguments
 from ors_gym.settings import EnvSettings
 
-__all__ = ["Backends", "EpisodeRow", "shared_backends"]
+__all__ = ["EnvPool", "EpisodeRow", "shared_pool"]
 
 
 @dataclass(frozen=True)
@@ -65,10 +65,6 @@ class EpisodeRow:
         seed = merged.get("seed")
         return cls(str(env_id), kwargs, options, None if seed is None else int(seed))
 
-    def make(self) -> AsyncOrsEnv:
-        """An ``AsyncOrsEnv`` of its own for this row (its own backend, closed with it)."""
-        return AsyncOrsEnv(**async_env_arguments(self.env_id, self.env_kwargs))
-
 
 @dataclass
 class _Stack:
@@ -82,7 +78,7 @@ class _Stack:
     close_pool: Callable[[], Awaitable[None]] | None
 
 
-class Backends:
+class EnvPool:
     """One backend per environment id and ``make`` arguments, shared by every episode
     opened through it. Use on one event loop; ``aclose()`` closes them all.
 
@@ -135,40 +131,40 @@ class Backends:
                     await stack.close_pool()
 
     def __repr__(self) -> str:
-        return f"Backends({[s.env_id for s in self._stacks]})"
+        return f"EnvPool({[s.env_id for s in self._stacks]})"
 
 
-#: Each loop's backends, and the async generator that closes them at the loop's end.
+#: Each loop's pool, and the async generator that closes them at the loop's end.
 _PER_LOOP: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, tuple[Backends, AsyncGenerator[None, None]]
+    asyncio.AbstractEventLoop, tuple[EnvPool, AsyncGenerator[None, None]]
 ] = weakref.WeakKeyDictionary()
 
 
-def shared_backends() -> Backends:
-    """The running event loop's own :class:`Backends` (made at first use): every caller
+def shared_pool() -> EnvPool:
+    """The running event loop's own :class:`EnvPool` (made at first use): every caller
     on one loop opens its episodes over the same backends.
 
     They are closed (open sessions deleted, connection pools closed) when the loop
     finalizes its async generators: at the end of ``asyncio.run`` (or an
     ``asyncio.Runner``), or wherever ``loop.shutdown_asyncgens()`` is awaited before
     ``loop.close()``. A loop closed without that leaves them to the garbage collector
-    (a closed loop can run nothing): ``await shared_backends().aclose()`` first there.
+    (a closed loop can run nothing): ``await shared_pool().aclose()`` first there.
     """
     loop = asyncio.get_running_loop()
     entry = _PER_LOOP.get(loop)
     if entry is None:
-        backends = Backends()
-        closer = _close_at_shutdown(backends)
+        pool = EnvPool()
+        closer = _close_at_shutdown(pool)
         _first_step(closer)  # the loop's asyncgen hooks now hold it: shutdown_asyncgens acloses it
-        entry = _PER_LOOP[loop] = (backends, closer)
+        entry = _PER_LOOP[loop] = (pool, closer)
     return entry[0]
 
 
-async def _close_at_shutdown(backends: Backends) -> AsyncGenerator[None, None]:
+async def _close_at_shutdown(pool: EnvPool) -> AsyncGenerator[None, None]:
     try:
         yield
     finally:  # the loop's shutdown_asyncgens, while the loop still runs
-        await backends.aclose()
+        await pool.aclose()
 
 
 def _first_step(agen: AsyncGenerator[None, None]) -> None:

@@ -4,35 +4,39 @@
 The env I/O (``reset``, ``step``) is the caller's; this holds everything around
 it: the sampled ids read once, by the model family's parser (the bridge's
 ``parse``), into the turn the env runs as it is, before the step; the
-environment's reply turned into chat messages and bridged into ids after it.
+environment's reply turned into chat messages and bridged into ids after it
+(``finish`` changes the record only once nothing can raise, so a failed step
+leaves it as it was). The record also owns an episode's end by failure
+(``fail_start``, ``fail``, ``end``), for a batch whose failures stay in their
+episode.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.actions import ToolCall
-from ors_gym.families import DEFAULT, AssistantParse, Family
-from ors_gym.formats import (
-    AssistantTurn,
-    StepExchange,
-    call_id,
-    exchange_messages,
-    step_exchange,
-)
-from ors_gym.protocol import Message, ReasoningBlock
+from ors_gym.actions import AssistantTurn
+from ors_gym.errors import OrsError
+from ors_gym.families import DEFAULT, Family
+from ors_gym.formats import StepExchange, exchange_messages, step_exchange
+from ors_gym.protocol import Message
+from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._vision import accept, extend_row, split_processor, start_row
+from ors_gym.tokens._vision import accept, extend_row, row_images, split_processor
 from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["TokenRecord", "max_calls", "ors_core"]
+__all__ = ["Read", "TokenRecord", "ors_core"]
+
+#: What ``TokenRecord.read`` gives: the sampled ids, their logprobs, text and parsed turn.
+Read = tuple[list[int], list[float] | None, str, AssistantTurn]
 
 
 def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
@@ -41,7 +45,8 @@ def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | 
     if isinstance(action, Mapping):
         if "ids" not in action:
             raise ValueError(
-                "a dict action needs 'ids' (the sampled token ids) and may have 'logprobs'; "
+                "a dict action needs 'ids' (the sampled token ids) and may have 'logprobs' "
+                "and 'policy_version'; "
                 f"got keys {sorted(map(str, action))}"
             )
         ids, logprobs = action["ids"], action.get("logprobs")
@@ -68,6 +73,22 @@ def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | 
             f"logprobs has {len(lps)} values for {len(out)} ids: give one logprob per sampled id"
         )
     return out, lps
+
+
+def read_version(action: Any) -> int | None:
+    """The ``"policy_version"`` of a mapping action (the weights' version that sampled the
+    turn), or None when it names none."""
+    if not isinstance(action, Mapping):
+        return None
+    version = action.get("policy_version")
+    if version is None:
+        return None
+    if isinstance(version, bool) or not isinstance(version, numbers.Integral):  # numpy ints too
+        raise ValueError(
+            f"policy_version must be an int (the version of the weights that sampled the "
+            f"turn) or None, got {version!r}"
+        )
+    return int(version)
 
 
 def _as_list(value: Any, what: str) -> list[Any]:
@@ -102,6 +123,7 @@ class TokenRecord:
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
         self.steps = 0
+        self.version: int | None = None  # the policy version of the turn being stepped
 
     # -- reset ----------------------------------------------------------------------------
     def start(
@@ -114,7 +136,7 @@ class TokenRecord:
         messages += chat_messages(opening, multimodal=self.bridge.multimodal)
         prompt = self.bridge.prompt(messages, tools)
         first = TokenRow(prompt_ids=prompt)
-        start_row(self.bridge, first, messages)
+        accept(first, row_images(self.bridge, messages))
         self.trajectory = Trajectory(
             rows=[first],
             messages=messages,
@@ -140,8 +162,9 @@ class TokenRecord:
 
     # -- step, before the env's ---------------------------------------------------------------
     def read(self, action: Any) -> tuple[list[int], list[float] | None, str, AssistantTurn]:
-        """The sampled ids, their logprobs, their text and the action parsed from it
-        (the next step's number is taken only when the action reads)."""
+        """The sampled ids, their logprobs, their text and the turn the family's parser
+        reads from them, each call with an id (the next step's number is taken only when
+        the action reads). The env runs that turn as it is."""
         traj = self.trajectory
         if traj is None:
             raise RuntimeError("call reset() before step()")
@@ -149,10 +172,11 @@ class TokenRecord:
             raise RuntimeError(
                 f"the episode has ended ({traj.stop_reason}); call reset() to start another"
             )
+        self.version = read_version(action)
         ids, logprobs = read_action(action, self.vocab_size)
-        parsed = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
+        turn = self.bridge.parse(traj.rows[-1].ids, ids, traj.tools)
         self.steps += 1
-        return ids, logprobs, self._text(ids), assistant_turn(parsed, step=self.steps)
+        return ids, logprobs, self._text(ids), turn.numbered(self.steps)
 
     def _text(self, ids: list[int]) -> str:
         """The completion's text up to its end-of-turn token (what the model wrote)."""
@@ -168,58 +192,69 @@ class TokenRecord:
         text: str,
         turn: AssistantTurn,
         result: tuple[Any, Any, bool, bool, dict[str, Any]],
-        max_calls: int,
     ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
         traj = self.trajectory
         assert traj is not None
         observation, reward, terminated, truncated, info = result
-        exchange: StepExchange = step_exchange(turn, info, max_calls_per_step=max_calls)
+        exchange: StepExchange = step_exchange(turn, info)
         reply = exchange_messages(exchange)[1]
         new = chat_messages([reply], multimodal=self.bridge.multimodal)
+        # Everything that may raise (the bridge, the template) runs before the record
+        # changes: a step that raises leaves the record as it was.
         row = traj.rows[-1]
         previous = row.ids
-        row._add(ids, sampled=True, logprobs=logprobs)
-        row.turns += 1
-        traj.rewards.append(float(reward))
-        traj.logprobs_given = traj.logprobs_given and logprobs is not None
         # A known family's template renders the turn's fields; an unknown one gets the text.
         fam = self.bridge.family
         message = (assistant_message(turn, fam) if fam.name != DEFAULT
                    else {"role": "assistant", "content": text})
-        traj.messages.append(message)
-        traj.images += _images(observation)
         terminated, truncated = bool(terminated), bool(truncated)
         stop = stops.from_step(terminated, truncated, info, plain=not turn.tool_calls,
                                parse_errors=bool(turn.errors))
+        said: list[dict[str, Any]] = []  # the reply's messages the model will read
+        next_row: TokenRow | None = None
+        images = next_images = None  # the images of the ids added, of the next row's prompt
         if stop is not None:  # the model reads no more: only close its turn
-            row._add(self.bridge.close(ids), sampled=False)
+            tail = self.bridge.close(ids)
         else:
             added, pending = extend_row(self.bridge, row, previous, ids, new, traj.tools,
                                         message)
             if added is None:  # not provably append-only: a new row from the conversation
-                row._add(self.bridge.close(ids), sampled=False)
-                prompt = self.bridge.prompt([*traj.messages, *new], traj.tools)
+                tail = self.bridge.close(ids)
+                history = [*traj.messages, message, *new]
+                prompt = self.bridge.prompt(history, traj.tools)
                 # a new row's prompt counts what it adds beyond the episode's first prompt
                 if self.max_tokens is not None and (
                         len(prompt) - len(traj.rows[0].prompt_ids) > self.max_tokens):
                     stop, truncated = stops.MAX_TOKENS, True
                 else:
-                    traj.messages += new
-                    row = TokenRow(prompt_ids=prompt, first_message=len(traj.messages))
-                    start_row(self.bridge, row, traj.messages)
-                    traj.rows.append(row)
-                    logger.debug("new token row at turn %d (history not provably kept)",
-                                 traj.turns)
+                    said = new
+                    next_row = TokenRow(prompt_ids=prompt, first_message=len(history))
+                    next_images = row_images(self.bridge, history)
             elif (
                 self.max_tokens is not None
-                and len(row.completion_ids) + len(added) > self.max_tokens
+                and len(row.completion_ids) + len(ids) + len(added) > self.max_tokens
             ):
                 stop, truncated = stops.MAX_TOKENS, True
-                row._add(self.bridge.close(ids), sampled=False)
+                tail = self.bridge.close(ids)
             else:
-                traj.messages += new
-                row._add(added, sampled=False)
-                accept(row, pending)  # the images, now that their ids are in
+                tail, said, images = added, new, pending
+        parts = step_parts(info)
+        # -- the record changes from here on; nothing below raises --
+        row.add(ids, sampled=True, logprobs=logprobs)
+        row.add(tail, sampled=False)
+        accept(row, images)  # the images, now that their ids are in
+        row.turns += 1
+        traj.policy_versions.append(self.version)
+        traj.rewards.append(float(reward))
+        add_parts(traj.reward_parts, parts)
+        traj.logprobs_given = traj.logprobs_given and logprobs is not None
+        traj.messages += [message, *said]
+        traj.images += _images(observation)
+        if next_row is not None:
+            accept(next_row, next_images)
+            traj.rows.append(next_row)
+            row = next_row
+            logger.debug("new token row at turn %d (history not provably kept)", traj.turns)
         if (
             stop is None
             and self.max_tokens is not None
@@ -231,6 +266,7 @@ class TokenRecord:
         info = dict(info)
         info.update(
             exchange=exchange,
+            reward_parts=parts,
             text=text,
             turn=turn,
             new_messages=new,
@@ -241,16 +277,56 @@ class TokenRecord:
         return row.ids, float(reward), terminated, truncated, info
 
 
-def assistant_turn(parsed: AssistantParse, *, step: int) -> AssistantTurn:
-    """The family's parse as the step's turn: its calls (each with an id) go to the env as
-    they are, its content is the message, its reasoning is kept off the env."""
-    calls = tuple(
-        ToolCall(c.name, c.arguments, c.id or call_id(step, i))
-        for i, c in enumerate(parsed.tool_calls)
-    )
-    action = parsed.action()
-    reasoning = () if not parsed.reasoning else (ReasoningBlock(text=parsed.reasoning),)
-    return AssistantTurn(action, parsed.content, calls, reasoning, parsed.errors)
+    # -- an episode a failure ended -------------------------------------------------------
+    def fail_start(self, exc: BaseException) -> tuple[list[int], dict[str, Any]]:
+        """Record an episode whose reset failed: an empty user turn's prompt (none if the
+        bridge cannot render even that), no turn, the failure's stop reason."""
+        reason = stops.from_failure(exc)
+        messages: list[dict[str, Any]] = []
+        if self.system is not None:
+            messages.append({"role": "system", "content": self.system})
+        messages.append({"role": "user", "content": ""})
+        try:
+            prompt = self.bridge.prompt(messages, [])
+        except Exception:  # the bridge's own failure, logged by the caller
+            prompt = []
+        self.steps = 0
+        self.trajectory = Trajectory(
+            rows=[TokenRow(prompt_ids=prompt)], messages=messages, tools=[],
+            renderer=self.bridge.name, stop_reason=reason)
+        return list(prompt), {"error": describe(exc), "stop_reason": reason}
+
+    def fail(self, ids: list[int], logprobs: list[float] | None, text: str,
+             exc: BaseException) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+        """End the episode whose step raised (``finish`` left the record as it was): the
+        sampled turn kept and closed, no reward, the failure's stop reason."""
+        traj = self.trajectory
+        assert traj is not None
+        try:
+            closing = self.bridge.close(ids)
+        except Exception:  # a broken bridge: the turn stays as sampled
+            closing = []
+        row = traj.rows[-1]
+        row.add(ids, sampled=True, logprobs=logprobs)
+        row.add(closing, sampled=False)
+        row.turns += 1
+        traj.policy_versions.append(self.version)
+        traj.rewards.append(0.0)
+        traj.logprobs_given = traj.logprobs_given and logprobs is not None
+        traj.messages.append({"role": "assistant", "content": text})
+        traj.stop_reason = stops.from_failure(exc)
+        info = {"error": describe(exc), "stop_reason": traj.stop_reason, "text": text}
+        return row.ids, 0.0, False, True, info
+
+    def end(self, reason: str) -> None:
+        """End the episode now with ``reason`` (one of the stop reasons), if it runs."""
+        if self.trajectory is not None and not self.trajectory.done:
+            self.trajectory.stop_reason = reason
+
+
+def describe(exc: BaseException) -> str:
+    """``info["error"]``: an ORS error's own message; any other names its type too."""
+    return str(exc) if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
 
 
 def assistant_message(turn: AssistantTurn, fam: Family) -> dict[str, Any]:
@@ -291,9 +367,3 @@ def ors_core(env: Any) -> Any:
             f"{type(core).__name__} has no messages() and tools_as()"
         )
     return core
-
-
-def max_calls(core: Any) -> int:
-    settings = getattr(core, "settings", None)
-    value = getattr(settings, "max_calls_per_step", None)
-    return value if isinstance(value, int) else 16

@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.actions import ToolCall
+from ors_gym.actions import AssistantTurn, ToolCall
 from ors_gym.errors import OrsDependencyError
 from ors_gym.families import (
-    AssistantParse,
     Family,
     family,
     from_parsed_response,
     parse_text,
 )
+from ors_gym.protocol import ReasoningBlock
 from ors_gym.tokens._vision import renderer_with_processor, renders_images
 
 __all__ = ["RenderersBridge", "renderers_lib"]
@@ -123,14 +123,14 @@ class RenderersBridge:
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         """The completion read by the family's own parser (``parse_response``; the prompt
         tells it whether the generation prompt opened the reasoning)."""
         fam = self.family
-        if fam.read_text and fam.text is not None:
+        if fam.read_text and fam.format is not None:
             end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
             text = self.tokenizer.decode(completion[:end], skip_special_tokens=False)
-            return parse_text(fam.text, str(text), tools)
+            return parse_text(fam.format, str(text), tools)
         parsed = self.renderer.parse_response(
             list(completion), tools=tools or None, prompt_ids=list(prompt)
         )
@@ -141,14 +141,14 @@ def _family_or_own(name: str) -> Family:
     try:
         return family(name)
     except ValueError:  # a custom renderer: only it reads its format
-        return Family(name, name, None, "as its renderer parses it")
+        return Family(name, name, None)
 
 
-def _read(parsed: Any, fam: Family, tools: list[dict[str, Any]]) -> AssistantParse:
-    """A renderers ``ParsedResponse`` as an :class:`AssistantParse`: clean calls as calls,
+def _read(parsed: Any, fam: Family, tools: list[dict[str, Any]]) -> AssistantTurn:
+    """A renderers ``ParsedResponse`` as an :class:`AssistantTurn`: clean calls as calls,
     each malformed one as an agent error in the family's own words."""
-    if fam.text is not None:
-        return from_parsed_response(fam.text, parsed, tools)
+    if fam.format is not None:
+        return from_parsed_response(fam.format, parsed, tools)
     calls, errors = [], []
     for call in parsed.tool_calls:
         if str(call.status) == "ok" and call.name and isinstance(call.arguments, dict):
@@ -156,5 +156,5 @@ def _read(parsed: Any, fam: Family, tools: list[dict[str, Any]]) -> AssistantPar
         else:
             errors.append(f"could not parse tool call ({call.status}): {str(call.raw)[:200]!r}")
     reasoning = parsed.reasoning_content
-    return AssistantParse(str(parsed.content or ""), reasoning or None, tuple(calls),
-                          tuple(errors))
+    blocks = (ReasoningBlock(text=str(reasoning)),) if reasoning else ()
+    return AssistantTurn(tuple(calls), str(parsed.content or ""), tuple(errors), blocks)

@@ -34,8 +34,8 @@ __all__ = [
     "refusal",
     "renderer_with_processor",
     "renders_images",
+    "row_images",
     "split_processor",
-    "start_row",
 ]
 
 def is_processor(obj: Any) -> bool:
@@ -138,10 +138,10 @@ def to_pil(part: Mapping[str, Any]) -> Any:
 
 @dataclass(frozen=True)
 class Pending:
-    """Images a rendering added, kept until its ids are accepted: the parts in order, and
+    """Images a rendering added, kept until its ids are accepted: the images in order, and
     the bridge's data for the row after them."""
 
-    parts: list[dict[str, Any]]
+    images: list[Any]
     data: Any
 
 
@@ -155,7 +155,7 @@ def _pending(bridge: Any, before: Any, parts: list[dict[str, Any]]) -> Pending |
     if not getattr(bridge, "multimodal", False):
         return None
     if not hasattr(bridge, "multi_modal_data"):  # a Bridge of one's own: the parts, unchecked
-        return Pending(parts, None)
+        return Pending([to_pil(p) for p in parts], None)
     data = bridge.multi_modal_data
     added = _placeholders(data) - _placeholders(before)
     if added != len(parts):
@@ -163,14 +163,13 @@ def _pending(bridge: Any, before: Any, parts: list[dict[str, Any]]) -> Pending |
             f"the {bridge.name} bridge rendered {added} image placeholder run(s) for "
             f"{len(parts)} image(s): the images cannot be matched to the ids"
         )
-    return Pending(parts, data)
+    return Pending([to_pil(p) for p in parts], data)
 
 
-def start_row(bridge: Any, row: Any, messages: Sequence[Mapping[str, Any]]) -> None:
-    """Record the images of a row just started from ``messages`` (after ``bridge.prompt``)."""
-    pending = _pending(bridge, None, image_parts(messages))
-    if pending is not None:
-        accept(row, pending)
+def row_images(bridge: Any, messages: Sequence[Mapping[str, Any]]) -> Pending | None:
+    """The images of a row just started from ``messages`` (read after ``bridge.prompt``),
+    for :func:`accept` once the row is taken."""
+    return _pending(bridge, None, image_parts(messages))
 
 
 def extend_row(
@@ -193,8 +192,9 @@ def extend_row(
 
 
 def accept(row: Any, pending: Pending | None) -> None:
-    """Record ``pending``'s images on ``row``: its ids are in the row now."""
+    """Record ``pending``'s images on ``row``: its ids are in the row now (nothing here
+    raises: the images were decoded and matched before)."""
     if pending is None:
         return
-    row.images.extend(to_pil(p) for p in pending.parts)
+    row.images.extend(pending.images)
     row.multi_modal_data = pending.data

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._record import TokenRecord, max_calls, ors_core
+from ors_gym.tokens._record import Read, TokenRecord, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -34,7 +34,6 @@ class AsyncTokenEnv:
         self.env = env
         self._core = ors_core(env)
         self._core.prefetch_messages = True
-        self.tokenizer = tokenizer
         self._record = TokenRecord(
             tokenizer,
             renderer,
@@ -55,22 +54,30 @@ class AsyncTokenEnv:
     async def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[list[int], dict[str, Any]]:
+        return self._begin(*await self._open(seed, options))
+
+    async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+        return await self._play(self._record.read(action))
+
+    # -- the two halves of each, for a batch that contains their failures ---------------------
+    async def _open(self, seed: int | None, options: dict[str, Any] | None
+                    ) -> tuple[Any, dict[str, Any], list[Any]]:
+        """The environment's reset: its observation, info and opening messages."""
         observation, info = await self.env.reset(seed=seed, options=options)
-        opening = await self._core.messages()
+        return observation, info, await self._core.messages()
+
+    def _begin(self, observation: Any, info: dict[str, Any], opening: list[Any]
+               ) -> tuple[list[int], dict[str, Any]]:
+        """The record's start: the first prompt's ids and the reset info."""
         prompt = self._record.start(opening, self._core.tools_as("openai"), observation)
         return prompt, self._record.reset_info(info, observation)
 
-    async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-        ids, logprobs, text, turn = self._record.read(action)
-        result = await self.env.step(turn.action)
-        return self._record.finish(
-            ids,
-            logprobs,
-            text,
-            turn,
-            tuple(result),
-            max_calls(self._core),
-        )
+    async def _play(self, read: Read) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+        """The environment's step of a read turn, then the record's (which changes nothing
+        if it raises)."""
+        ids, logprobs, text, turn = read
+        result = await self.env.step(turn)
+        return self._record.finish(ids, logprobs, text, turn, tuple(result))
 
     async def close(self) -> None:
         await self.env.close()

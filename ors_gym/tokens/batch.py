@@ -1,17 +1,21 @@
 """A batch of token episodes: ``TokenEnv``'s twin of ``OrsVectorEnv``.
 
-``AsyncTokenBatch`` runs N token episodes on one event loop: every episode's
-reset, and each turn every running episode's step, are awaited together
-(``asyncio.gather``), so N slow setups or N slow tools take as long as one.
-The episodes open through :class:`~ors_gym.tokens.Backends`: one backend (one
-connection pool, one ``/tools`` discovery) per environment id and arguments,
-kept across batches. One bridge serves the whole batch (a bridge keeps no
-episode's state, but a multimodal renderer's image data: then each episode
-has its own). An episode's failure stays its own: it ends with its stop reason
-(``env_error``, ``timeout``, ``parse_error``) and ``info["error"]`` while the
-others go on; so does any other exception of one episode's reset or step (a
-bridge's or chat template's error: ``env_error``, logged at WARNING with its
-traceback). An episode's session is deleted the moment the episode ends.
+``AsyncTokenBatch`` runs N token episodes on one event loop, in either of two
+forms. **Lockstep** (``reset``, ``step``): every episode's reset, and each turn
+every running episode's step, are awaited together (``asyncio.gather``), so N
+slow setups or N slow tools take as long as one; the caller samples all the
+episodes' next turns at once in between. **Free-running** (``run_free``): each
+episode samples its next turn as soon as its own step returns, and is handed
+back as it ends (see ``_free``), so a slow tool holds up only its own episode.
+
+Each episode is an ``AsyncTokenEnv`` (``_episode.BatchEpisode``) over an
+:class:`~ors_gym.tokens.EnvPool`: one backend (one connection pool, one
+``/tools`` discovery) per environment id and arguments, kept across batches.
+One bridge serves the whole batch (it keeps no episode's state: a vision
+model's image data is each row's own, handed to the bridge at each step). An episode's
+failure stays its own: it ends with its stop reason (``env_error``,
+``timeout``, ``parse_error``) and ``info["error"]`` while the others go on; an
+episode's session is deleted the moment the episode ends.
 
 ``TokenBatch`` is the blocking face, over a private event loop (``Runtime``).
 Results are lists in the order of the rows, as Gymnasium's vector envs give
@@ -22,56 +26,39 @@ for observations and one info dict per episode.
 from __future__ import annotations
 
 import asyncio
-import logging
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
 from ors_gym import _cleanup
-from ors_gym._runtime import Runtime
+from ors_gym._runtime import Runtime, blocking
 from ors_gym.async_env import AsyncOrsEnv
-from ors_gym.errors import OrsActionError, OrsError, OrsTimeoutError
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._open import Backends, EpisodeRow
-from ors_gym.tokens._record import TokenRecord, max_calls
+from ors_gym.tokens._episode import BatchEpisode
+from ors_gym.tokens._free import EndedEpisode, Sampler, run_free
+from ors_gym.tokens._open import EnvPool, EpisodeRow
+from ors_gym.tokens._record import TokenRecord
 from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.bridge import Bridge
-from ors_gym.tokens.trajectory import TokenRow, Trajectory
+from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenBatch", "TokenBatch"]
 
-logger = logging.getLogger("ors_gym")
-
 Results = tuple[list[list[int]], list[float], list[bool], list[bool], list[dict[str, Any]]]
-_Read = tuple[list[int], list[float] | None, str, Any]
-
-
-@dataclass
-class _Slot:
-    """One episode of the batch: its row, env, record and last observation."""
-
-    row: EpisodeRow
-    env: AsyncOrsEnv
-    episode: TokenRecord
-    ids: list[int]
-
-    @property
-    def trajectory(self) -> Trajectory:
-        assert self.episode.trajectory is not None
-        return self.episode.trajectory
+Rows = Sequence[EpisodeRow | Mapping[str, Any]]
 
 
 class AsyncTokenBatch:
-    """N token episodes, reset and stepped together on one event loop.
+    """N token episodes on one event loop, in lockstep or free-running.
 
     ``tokenizer``, ``renderer``, ``max_tokens``, ``system`` and
     ``chat_template_kwargs`` and ``processor`` are ``TokenEnv``'s, for every episode.
-    ``backends``: a :class:`~ors_gym.tokens.Backends` to open episodes over
-    (shared with other batches on the same loop, and not closed with this one);
-    by default the batch makes its own and closes it in ``close()``.
+    ``pool``: an :class:`~ors_gym.tokens.EnvPool` to open episodes over (shared
+    with other batches on the same loop, and not closed with this one); by
+    default the batch makes its own and closes it in ``close()``. The episodes
+    share one bridge: a vision model's image data is each row's own.
     """
 
     def __init__(
@@ -82,52 +69,48 @@ class AsyncTokenBatch:
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        backends: Backends | None = None,
+        pool: EnvPool | None = None,
         processor: Any = None,
     ) -> None:
         tokenizer, self.processor = split_processor(tokenizer, processor)
         self.tokenizer = tokenizer
-        self._renderer = renderer
-        self._template = dict(chat_template_kwargs or {})
-        self.bridge: Bridge = make_bridge(tokenizer, renderer, self._template, self.processor)
+        self.bridge: Bridge = make_bridge(tokenizer, renderer, chat_template_kwargs,
+                                          self.processor)
         TokenRecord(tokenizer, self.bridge, None, max_tokens=max_tokens, system=system)  # checks
         self.max_tokens = max_tokens
         self.system = system
-        self.backends = backends if backends is not None else Backends()
-        self._owns_backends = backends is None
-        self._slots: list[_Slot] = []
+        self.pool = pool if pool is not None else EnvPool()
+        self._owns_pool = pool is None
+        self._episodes: list[BatchEpisode] = []
 
-    # -- what the batch holds ---------------------------------------------------------------
+    # -- what the lockstep batch holds ------------------------------------------------------
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._episodes)
 
     @property
     def trajectories(self) -> list[Trajectory]:
         """Each episode's token record, in the order of the rows."""
-        return [s.trajectory for s in self._slots]
+        return [e.trajectory for e in self._episodes]
 
     @property
     def running(self) -> list[int]:
         """The indices of the episodes that have not ended."""
-        return [k for k, s in enumerate(self._slots) if not s.trajectory.done]
+        return [k for k, e in enumerate(self._episodes) if not e.done]
 
     @property
     def envs(self) -> list[AsyncOrsEnv]:
         """Each episode's ``AsyncOrsEnv`` (its session, tools and catalog)."""
-        return [s.env for s in self._slots]
+        return [e.env for e in self._episodes]
 
-    # -- episodes ---------------------------------------------------------------------------
-    async def reset(
-        self, rows: Sequence[EpisodeRow | Mapping[str, Any]]
-    ) -> tuple[list[list[int]], list[dict[str, Any]]]:
+    # -- lockstep ---------------------------------------------------------------------------
+    async def reset(self, rows: Rows) -> tuple[list[list[int]], list[dict[str, Any]]]:
         """Start one episode per row (an :class:`EpisodeRow`, or a dataset row
         ``EpisodeRow.from_row`` reads), all at once; the episodes still open from the
         previous reset end first. Returns each first prompt's ids and reset info."""
-        wanted = [r if isinstance(r, EpisodeRow) else EpisodeRow.from_row(r) for r in rows]
+        wanted = _rows(rows)
         await self.end()
-        slots = [_Slot(row, self.backends.env(row), self._record(), []) for row in wanted]
-        self._slots = slots
-        results = await asyncio.gather(*(self._open(s) for s in slots), return_exceptions=True)
+        self._episodes = episodes = [self._episode(row) for row in wanted]
+        results = await asyncio.gather(*(e.open() for e in episodes), return_exceptions=True)
         raised = next((r for r in results if isinstance(r, BaseException)), None)
         if raised is not None:  # bad input, not a failing environment: nothing stays open
             await self.end()
@@ -137,29 +120,30 @@ class AsyncTokenBatch:
 
     async def step(self, actions: Sequence[Any]) -> Results:
         """One turn of every episode given an action (its sampled ids, or
-        ``{"ids", "logprobs"}``; None: not stepped), all at once. Returns lists in the
-        rows' order; an episode not stepped repeats its ids with reward 0, no flags and
-        an empty info. Stepping an episode that has ended is an error."""
-        if len(actions) != len(self._slots):
+        ``{"ids", "logprobs", "policy_version"}``; None: not stepped), all at once.
+        Returns lists in the rows' order; an episode not stepped repeats its ids with
+        reward 0, no flags and an empty info. Stepping an episode that has ended is an
+        error."""
+        if len(actions) != len(self._episodes):
             raise ValueError(
-                f"step() takes one action per episode ({len(self._slots)}), got "
+                f"step() takes one action per episode ({len(self._episodes)}), got "
                 f"{len(actions)}: pass None for an episode not to step")
-        planned: list[tuple[int, _Read]] = []
-        for k, (slot, action) in enumerate(zip(self._slots, actions, strict=True)):
+        planned = []
+        for k, (episode, action) in enumerate(zip(self._episodes, actions, strict=True)):
             if action is None:
                 continue
-            if slot.trajectory.done:
+            if episode.done:
                 raise RuntimeError(
-                    f"episode {k} has ended ({slot.trajectory.stop_reason}): pass None for it, "
-                    "or reset() the batch")
-            planned.append((k, slot.episode.read(action)))  # bad ids raise before any I/O
-        done = await asyncio.gather(*(self._step(self._slots[k], read) for k, read in planned),
+                    f"episode {k} has ended ({episode.trajectory.stop_reason}): pass None "
+                    "for it, or reset() the batch")
+            planned.append((k, episode.read(action)))  # bad ids raise before any I/O
+        done = await asyncio.gather(*(self._episodes[k].play(read) for k, read in planned),
                                     return_exceptions=True)
         raised = next((r for r in done if isinstance(r, BaseException)), None)
         if raised is not None:  # not an episode's failure (those end their episode): ours
             raise raised
-        n = len(self._slots)
-        obs = [list(s.ids) for s in self._slots]
+        n = len(self._episodes)
+        obs = [list(e.ids) for e in self._episodes]
         rewards, terms, truncs = [0.0] * n, [False] * n, [False] * n
         infos: list[dict[str, Any]] = [{} for _ in range(n)]
         for (k, _), out in zip(planned, done, strict=True):
@@ -175,20 +159,32 @@ class AsyncTokenBatch:
         prompt does not fit the model); None leaves them as they are."""
         if reason is not None and reason not in stops.STOP_REASONS:
             raise ValueError(f"reason must be one of {stops.STOP_REASONS}, got {reason!r}")
-        slots = self._slots if episodes is None else [self._slots[k] for k in episodes]
-        for slot in slots:
-            traj = slot.episode.trajectory
-            if reason is not None and traj is not None and not traj.done:
-                traj.stop_reason = reason
-        await asyncio.gather(*(s.env.end_session() for s in slots))
+        chosen = self._episodes if episodes is None else [self._episodes[k] for k in episodes]
+        for episode in chosen:
+            if reason is not None:
+                episode.stop(reason)
+        await asyncio.gather(*(e.end() for e in chosen))
 
+    # -- free-running -----------------------------------------------------------------------
+    def run_free(self, rows: Rows, sample: Sampler, *, max_in_flight: int | None = None
+                 ) -> AsyncIterator[EndedEpisode]:
+        """Play one episode per row, each on its own: ``sample(turn)`` gives an episode's
+        next action (awaited or not; None ends it with ``max_tokens``) as soon as its
+        previous step returns, and each episode is yielded as an :class:`EndedEpisode` the
+        moment it ends, its session already given back. At most ``max_in_flight``
+        episodes are open at once (default: all). Use it within
+        ``contextlib.aclosing`` to stop early: closing ends the episodes still running.
+        The lockstep episodes (``trajectories``) are not touched."""
+        return run_free([self._episode(row) for row in _rows(rows)], sample, max_in_flight)
+
+    # -- closing ----------------------------------------------------------------------------
     async def close(self) -> None:
-        """End the open episodes; close the backends if the batch made them."""
+        """End the open episodes; close the pool if the batch made it."""
         try:
             await self.end()
         finally:
-            if self._owns_backends:
-                await self.backends.aclose()
+            if self._owns_pool:
+                await self.pool.aclose()
 
     async def __aenter__(self) -> AsyncTokenBatch:
         return self
@@ -196,182 +192,58 @@ class AsyncTokenBatch:
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    # -- one episode ------------------------------------------------------------------------
-    def _record(self) -> TokenRecord:
-        bridge = self.bridge
-        if bridge.multimodal and not isinstance(self._renderer, Bridge):
-            # a multimodal renderer keeps the episode's image data: one per episode
-            bridge = make_bridge(self.tokenizer, self._renderer, self._template, self.processor)
-        return TokenRecord(self.tokenizer, bridge, None, max_tokens=self.max_tokens,
-                           system=self.system)
-
-    async def _open(self, slot: _Slot) -> tuple[list[int], dict[str, Any]]:
-        env, row = slot.env, slot.row
-        env.prefetch_messages = True
-        try:
-            observation, info = await env.reset(seed=row.seed, options=row.options)
-            opening = await env.messages()
-        except OrsError as exc:  # this episode's environment failed: it ends here
-            await env.end_session()
-            return self._failed_reset(slot, exc)
-        except (ValueError, TypeError):  # bad options: reset() ends the batch and raises
-            raise
-        except Exception as exc:
-            return await self._unexpected_reset(slot, exc, "reset")
-        try:
-            slot.ids = slot.episode.start(opening, env.tools_as("openai"), observation)
-        except Exception as exc:  # the bridge could not render the opening
-            return await self._unexpected_reset(slot, exc, "first prompt")
-        return list(slot.ids), slot.episode.reset_info(info, observation)
-
-    async def _unexpected_reset(self, slot: _Slot, exc: Exception, where: str
-                                ) -> tuple[list[int], dict[str, Any]]:
-        _log_unexpected(slot, exc, where)
-        await slot.env.end_session()
-        return self._failed_reset(slot, exc)
-
-    def _failed_reset(self, slot: _Slot, exc: Exception) -> tuple[list[int], dict[str, Any]]:
-        """The record of an episode whose reset failed: an empty user turn's prompt (none
-        if the bridge cannot render even that), no turn, the failure's stop reason."""
-        reason = _failure(exc)
-        messages: list[dict[str, Any]] = []
-        if self.system is not None:
-            messages.append({"role": "system", "content": self.system})
-        messages.append({"role": "user", "content": ""})
-        bridge = slot.episode.bridge
-        try:
-            prompt = bridge.prompt(messages, [])
-        except Exception:  # the bridge's own failure, logged by the caller
-            prompt = []
-        slot.episode.trajectory = Trajectory(
-            rows=[TokenRow(prompt_ids=prompt)], messages=messages, tools=[],
-            renderer=bridge.name, stop_reason=reason)
-        slot.ids = list(prompt)
-        return list(prompt), {"error": _describe(exc), "stop_reason": reason,
-                              "env_id": slot.row.env_id}
-
-    async def _step(self, slot: _Slot, read: _Read
-                    ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-        ids, logprobs, text, turn = read
-        episode, env = slot.episode, slot.env
-        restore = _mark(slot.trajectory)
-        try:
-            result = await env.step(turn.action)
-            out = episode.finish(ids, logprobs, text, turn, result, max_calls(env))
-        except OrsError as exc:  # a row with on_error="raise", or a refused action
-            restore()
-            out = _failed_step(episode, ids, logprobs, text, exc)
-        except Exception as exc:  # a bridge's, a template's, a backend's own error
-            _log_unexpected(slot, exc, "step")
-            restore()  # what finish() recorded before it raised
-            out = _failed_step(episode, ids, logprobs, text, exc)
-        slot.ids = out[0]
-        if slot.trajectory.done:  # the session is given back as soon as the episode ends
-            await env.end_session()
-        return out
+    def _episode(self, row: EpisodeRow) -> BatchEpisode:
+        return BatchEpisode(row, self.pool.env(row), self.tokenizer, renderer=self.bridge,
+                            max_tokens=self.max_tokens, system=self.system,
+                            processor=self.processor)
 
 
-def _failure(exc: Exception) -> str:
-    if isinstance(exc, OrsActionError):
-        return stops.PARSE_ERROR
-    return stops.TIMEOUT if isinstance(exc, OrsTimeoutError) else stops.ENV_ERROR
-
-
-def _describe(exc: Exception) -> str:
-    """``info["error"]``: an ORS error's own message; any other names its type too."""
-    return str(exc) if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
-
-
-def _log_unexpected(slot: _Slot, exc: Exception, where: str) -> None:
-    logger.warning("an episode of %s (%s) ended with env_error: its %s raised %s",
-                   slot.row.env_id, slot.row.options, where, _describe(exc), exc_info=exc)
-
-
-def _mark(traj: Trajectory) -> Callable[[], None]:
-    """A function putting ``traj`` back as it is now (undoing a step that raised midway)."""
-    rows, last = len(traj.rows), traj.rows[-1]
-    sizes, turns = len(last.completion_ids), last.turns
-    rewards, messages, images = len(traj.rewards), len(traj.messages), len(traj.images)
-    given, data = traj.logprobs_given, traj.multi_modal_data
-
-    def restore() -> None:
-        del traj.rows[rows:]
-        for values in (last.completion_ids, last.mask, last.logprobs):
-            del values[sizes:]
-        last.turns = turns
-        del traj.rewards[rewards:], traj.messages[messages:], traj.images[images:]
-        traj.logprobs_given, traj.multi_modal_data, traj.stop_reason = given, data, None
-
-    return restore
-
-
-def _failed_step(episode: TokenRecord, ids: list[int], logprobs: list[float] | None, text: str,
-                 exc: Exception) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-    """End an episode whose step raised: the sampled turn kept, closed, no reward."""
-    traj = episode.trajectory
-    assert traj is not None
-    row = traj.rows[-1]
-    row._add(ids, sampled=True, logprobs=logprobs)
-    try:
-        closing = episode.bridge.close(ids)
-    except Exception:  # a broken bridge: the turn stays as sampled
-        closing = []
-    row._add(closing, sampled=False)
-    row.turns += 1
-    traj.rewards.append(0.0)
-    traj.logprobs_given = traj.logprobs_given and logprobs is not None
-    traj.messages.append({"role": "assistant", "content": text})
-    traj.stop_reason = _failure(exc)
-    info = {"error": _describe(exc), "stop_reason": traj.stop_reason, "text": text}
-    return row.ids, 0.0, False, True, info
+def _rows(rows: Rows) -> list[EpisodeRow]:
+    return [r if isinstance(r, EpisodeRow) else EpisodeRow.from_row(r) for r in rows]
 
 
 class TokenBatch:
-    """:class:`AsyncTokenBatch` with blocking ``reset``, ``step``, ``end`` and ``close``,
-    run on a private event loop (its episodes' I/O still overlaps). Takes
-    ``AsyncTokenBatch``'s arguments but ``backends`` (it keeps its own)."""
+    """:class:`AsyncTokenBatch`'s lockstep form with blocking ``reset``, ``step``, ``end``
+    and ``close``, run on a private event loop (its episodes' I/O still overlaps). Takes
+    ``AsyncTokenBatch``'s arguments but ``pool`` (it keeps its own)."""
 
     def __init__(self, tokenizer: Any, **kwargs: Any) -> None:
-        if "backends" in kwargs:
-            raise TypeError("TokenBatch keeps its own backends (on its own event loop); "
-                            "use AsyncTokenBatch to share them")
-        self._runtime = Runtime(f"ors-token-batch-{id(self):x}")
-        self.batch = AsyncTokenBatch(tokenizer, **kwargs)
+        if "pool" in kwargs:
+            raise TypeError("TokenBatch keeps its own pool (on its own event loop); "
+                            "use AsyncTokenBatch to share one")
+        self.runtime = Runtime(f"ors-token-batch-{id(self):x}")
+        self.core = AsyncTokenBatch(tokenizer, **kwargs)
         self._finalizer = weakref.finalize(
-            self, _cleanup.schedule, partial(_release, self._runtime, self.batch))
+            self, _cleanup.schedule, partial(_release, self.runtime, self.core))
 
     def __len__(self) -> int:
-        return len(self.batch)
+        return len(self.core)
+
+    @property
+    def batch(self) -> AsyncTokenBatch:
+        """The :class:`AsyncTokenBatch` this face runs."""
+        return self.core
 
     @property
     def trajectories(self) -> list[Trajectory]:
-        return self.batch.trajectories
+        return self.core.trajectories
 
     @property
     def running(self) -> list[int]:
-        return self.batch.running
+        return self.core.running
 
     @property
-    def backends(self) -> Backends:
-        return self.batch.backends
+    def pool(self) -> EnvPool:
+        return self.core.pool
 
-    def reset(self, rows: Sequence[EpisodeRow | Mapping[str, Any]]
-              ) -> tuple[list[list[int]], list[dict[str, Any]]]:
-        """``AsyncTokenBatch.reset``, blocking."""
-        return self._runtime.run(self.batch.reset(rows))
-
-    def step(self, actions: Sequence[Any]) -> Results:
-        """``AsyncTokenBatch.step``, blocking."""
-        return self._runtime.run(self.batch.step(actions))
-
-    def end(self, reason: str | None = None, *, episodes: Sequence[int] | None = None) -> None:
-        """``AsyncTokenBatch.end``, blocking."""
-        self._runtime.run(self.batch.end(reason, episodes=episodes))
+    reset = blocking(AsyncTokenBatch.reset)
+    step = blocking(AsyncTokenBatch.step)
+    end = blocking(AsyncTokenBatch.end)
 
     def close(self) -> None:
-        """End the open episodes, close the backends and the event loop; safe twice."""
+        """End the open episodes, close the pool and the event loop; safe twice."""
         self._finalizer.detach()
-        _release(self._runtime, self.batch)
+        _release(self.runtime, self.core)
 
     def __enter__(self) -> TokenBatch:
         return self

@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ors_gym.families import DEFAULT, AssistantParse, Family, family, parse_text
+from ors_gym.actions import AssistantTurn
+from ors_gym.families import DEFAULT, FORMATS, Family, WireFormat, family, parse_text, warn_once
 
 __all__ = ["Bridge", "TemplateBridge"]
 
@@ -64,7 +65,7 @@ class Bridge(Protocol):
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         """The sampled ids (after ``prompt``, the ids they were sampled from) read as an
         assistant turn, by the family's own rules."""
         ...
@@ -75,11 +76,13 @@ class TemplateBridge:
 
     ``chat_template_kwargs`` go to every ``apply_chat_template`` call (e.g.
     ``{"enable_thinking": False}``). ``family`` (a :mod:`ors_gym.families` name)
-    says how completions are read: its text parser, and the tokens that end a
-    sampled turn. The end-of-turn token is read from the template (the first
-    special token after an assistant turn's text); the template's rendering of a
-    finished assistant turn must be its generation prompt, the turn's text, then
-    that token, or no step can be bridged.
+    says how completions are read: its wire format's reader, and, where the format
+    says so (harmony, DeepSeek, MiniMax), the tokens that end a sampled turn.
+    Otherwise the end-of-turn token is read from the template (the first special
+    token after an assistant turn's text); the template's rendering of a finished
+    assistant turn must be its generation prompt, the turn's text, then that token,
+    or no step can be bridged. A template that renders no tools is said once at
+    WARNING: the model would never be shown them.
     """
 
     name = "template"
@@ -97,12 +100,32 @@ class TemplateBridge:
                 "the tokenizer has no chat_template: set tokenizer.chat_template, or pass "
                 "renderer=<a renderers name or config> (pip install 'ors-gym[tokens]')"
             )
+        self._setup(tokenizer, chat_template_kwargs, family)
+        self.end_of_turn, self.stops = self._read_end_of_turn()
+        self._check_tools_shown()
+
+    @classmethod
+    def _known(
+        cls, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None, family: str,
+        ends: tuple[int, frozenset[int]],
+    ) -> TemplateBridge:
+        """A bridge whose template was probed already (``ends``: its end-of-turn token and
+        stop ids, as an earlier bridge over the same template read them)."""
+        bridge = cls.__new__(cls)
+        bridge._setup(tokenizer, chat_template_kwargs, family)
+        bridge.end_of_turn, bridge.stops = ends
+        return bridge
+
+    def _setup(
+        self, tokenizer: Any, chat_template_kwargs: Mapping[str, Any] | None, family: str
+    ) -> None:
         self.tokenizer = tokenizer
         self.kwargs = dict(chat_template_kwargs or {})
         self.family = _text_family(family)
+        assert self.family.format is not None
+        self.format: WireFormat = FORMATS[self.family.format]
         self._fixed: dict[str, _Fixed | None] = {}
         self._last_fixed: tuple[list[dict[str, Any]], _Fixed | None] | None = None
-        self.end_of_turn, self.stops = self._read_end_of_turn()
 
     # -- the Bridge protocol -----------------------------------------------------------------
     def prompt(
@@ -118,8 +141,9 @@ class TemplateBridge:
         tools: list[dict[str, Any]],
         turn: Mapping[str, Any] | None = None,
     ) -> list[int] | None:
-        if turn is not None and self._ends is not None:
-            return self._extend_after(turn, completion, new_messages, tools, self._ends)
+        ends = self.format.ends
+        if turn is not None and ends is not None:
+            return self._extend_after(turn, completion, new_messages, tools, ends)
         fixed = self._fixed_part(tools)
         if fixed is None:
             return None
@@ -146,7 +170,7 @@ class TemplateBridge:
         completion: list[int],
         new_messages: Sequence[Mapping[str, Any]],
         tools: list[dict[str, Any]],
-        ends: _Ends,
+        ends: tuple[str, ...],
     ) -> list[int] | None:
         """For a family whose turns end in tokens of their own (harmony's ``<|call|>``):
         the template renders the sampled turn itself as history, with and without the new
@@ -157,20 +181,18 @@ class TemplateBridge:
             whole = self._text([*history, *new_messages], tools, generation=True)
         except Exception:  # a template that refuses this history: a new row instead
             return None
-        cut = max((head.rfind(end) + len(end) for end in ends.history if end in head),
-                  default=-1)
+        cut = max((head.rfind(end) + len(end) for end in ends if end in head), default=-1)
         if cut < 0 or not whole.startswith(head[:cut]):
             return None
         return [*self.close(completion), *self._encode(whole[cut:])]
 
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
-    ) -> AssistantParse:
+    ) -> AssistantTurn:
         end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
         text = str(self.tokenizer.decode(completion[:end], skip_special_tokens=False))
         tail = str(self.tokenizer.decode(prompt[-4:], skip_special_tokens=False)).rstrip()
-        assert self.family.text is not None
-        return parse_text(self.family.text, text, tools,
+        return parse_text(self.format.name, text, tools,
                           reasoning_prefilled=tail.endswith("<think>"))
 
     # -- internals ---------------------------------------------------------------------------
@@ -196,11 +218,11 @@ class TemplateBridge:
     def _read_end_of_turn(self) -> tuple[int, frozenset[int]]:
         """The end-of-turn id: the first special token after the fixed assistant turn's text."""
         eos = getattr(self.tokenizer, "eos_token_id", None)
-        ends = self._ends
-        if ends is not None:  # the family says how its turns end
+        fmt = self.format
+        if fmt.ends is not None:  # the format says how its turns end
             ids = self.tokenizer.convert_tokens_to_ids
-            stops = {ids(t) for t in ends.stops} | ({eos} if isinstance(eos, int) else set())
-            return ids(ends.close), frozenset(stops)
+            stops = {ids(t) for t in fmt.stops} | ({eos} if isinstance(eos, int) else set())
+            return ids(_closer(fmt)), frozenset(stops)
         special = _special_ids(self.tokenizer)
         head = self._probe([_DUMMY_USER], generation=True)
         whole = self._probe([_DUMMY_USER, _DUMMY_ASSISTANT, _PROBE_TOOL], generation=False)
@@ -212,9 +234,24 @@ class TemplateBridge:
             "assistant turn): pass renderer=<a renderers name or config> instead"
         )
 
-    @property
-    def _ends(self) -> _Ends | None:
-        return _FAMILY_ENDS.get(self.family.name)
+    def _check_tools_shown(self) -> None:
+        """Say once at WARNING when the template renders no tools (DeepSeek V3.1's, whose
+        model card puts them in the system prompt): the model would call tools it was
+        never shown."""
+        try:
+            bare = self._text([_DUMMY_USER], [], generation=True)
+            shown = self._text([_DUMMY_USER], [dict(t) for t in _PROBE_TOOLS],
+                               generation=True)
+        except Exception:  # a template that refuses the probe says so at its first prompt
+            return
+        if bare == shown:
+            name = getattr(self.tokenizer, "name_or_path", "") or type(self.tokenizer).__name__
+            warn_once(
+                f"the chat template of tokenizer {name!r} ({self.family.name}) renders no "
+                "tools: the model is never shown the environment's tools. Give them in the "
+                "system prompt, e.g. TokenEnv(env, tokenizer, system=ors_gym.families."
+                f"tools_prompt(env.unwrapped.tools_as('openai'), {self.family.name!r}))"
+            )
 
     def _probe(self, messages: list[Any], *, generation: bool) -> list[int]:
         """The probe conversation's ids; a template that refuses it (some raise on a tool
@@ -293,33 +330,24 @@ class _Fixed:
 _FIXED_KEPT = 64
 
 
-@dataclass(frozen=True)
-class _Ends:
-    """How a family's turns end: the tokens sampling stops on, the tokens its template
-    ends a turn with in history, and the token that closes a cut completion."""
-
-    stops: tuple[str, ...]
-    history: tuple[str, ...]
-    close: str
+def _closer(fmt: WireFormat) -> str:
+    """The token that closes a completion cut before its end: where a turn's history ends
+    in a token the turn does not sample (harmony's ``<|end|>``), that one."""
+    assert fmt.ends is not None
+    own = [end for end in fmt.ends if end not in fmt.stops]
+    return own[0] if own else fmt.stops[0]
 
 
-_EOS_DEEPSEEK = "<\uff5cend\u2581of\u2581sentence\uff5c>"
-#: Families whose turns end in tokens of their own, not at the template's first special
-#: token after a turn's text (harmony ends a message with <|end|>, a turn with <|call|>
-#: or <|return|>, and writes <|channel|> inside a turn).
-_FAMILY_ENDS: dict[str, _Ends] = {
-    "gpt-oss": _Ends(("<|call|>", "<|return|>"), ("<|call|>", "<|return|>", "<|end|>"),
-                     "<|end|>"),
-    **{name: _Ends((_EOS_DEEPSEEK,), (_EOS_DEEPSEEK,), _EOS_DEEPSEEK)
-       for name in ("deepseek-v3", "deepseek-r1", "deepseek-v3.1")},
-    "minimax-m2": _Ends(("[e~[",), ("[e~[",), "[e~["),
-}
+#: A tool the probe of a template's tool rendering offers.
+_PROBE_TOOLS = ({"type": "function", "function": {
+    "name": "probe", "description": "a probe", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}},)
 
 
 def _text_family(name: str) -> Family:
     """The family ``name``, checked to have a text parser (the template path parses text)."""
     fam = family(name)
-    if fam.text is None:
+    if fam.format is None:
         raise ValueError(
             f"the {name!r} family is read only by its renderers renderer: pass "
             f"renderer={name!r} rather than the chat template"

@@ -17,7 +17,7 @@ from typing import Any
 from ors_gym.protocol import ImageBlock, Message, TextBlock, ToolResultBlock
 from ors_gym.tokens._vision import image_part
 
-__all__ = ["chat_messages", "image_note", "split_reasoning"]
+__all__ = ["chat_messages", "image_note"]
 
 _ROLES = frozenset({"system", "user", "assistant"})
 
@@ -70,15 +70,3 @@ def _content(blocks: Iterable[Any], multimodal: bool, *, empty: str) -> str | li
             parts.append({"type": "text", "text": b.text})
     return parts
 
-
-def split_reasoning(text: str, tags: tuple[str, str]) -> tuple[str | None, str]:
-    """(reasoning, the rest) of a completion's text: the reasoning is what precedes the
-    closing tag (after the opening one, when present); an unclosed reasoning block is all
-    reasoning. The environment grades only the rest."""
-    start, end = tags
-    if end in text:
-        head, _, rest = text.partition(end)
-        return head.split(start, 1)[-1].strip("\n"), rest.lstrip("\n")
-    if text.lstrip().startswith(start):
-        return text.lstrip()[len(start) :].strip("\n"), ""
-    return None, text

@@ -21,7 +21,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.tokens._record import TokenRecord, max_calls, ors_core
+from ors_gym.tokens._record import TokenRecord, ors_core
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["TokenEnv", "TokenSpace"]
@@ -133,5 +133,5 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     def step(self, action: Any) -> tuple[list[int], SupportsFloat, bool, bool, dict[str, Any]]:
         """Run the sampled ids (``list[int]`` or ``{"ids", "logprobs"}``) as one turn."""
         ids, logprobs, text, turn = self._record.read(action)
-        result = self.env.step(turn.action)
-        return self._record.finish(ids, logprobs, text, turn, result, max_calls(self._core))
+        result = self.env.step(turn)
+        return self._record.finish(ids, logprobs, text, turn, result)

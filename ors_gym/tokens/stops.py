@@ -40,6 +40,7 @@ __all__ = [
     "TRL",
     "TRUNCATIONS",
     "VERL",
+    "from_failure",
     "from_step",
 ]
 
@@ -117,3 +118,13 @@ def from_step(
     if reason is None:
         return MAX_TURNS  # a step limit that did not say (Gymnasium's TimeLimit)
     return _TRUNCATION.get(str(reason), ENV_ERROR)
+
+
+def from_failure(exc: BaseException) -> str:
+    """The stop reason of an episode a failure ended: ``parse_error`` for an action the
+    environment refused, ``timeout``, else ``env_error``."""
+    from ors_gym.errors import OrsActionError, OrsTimeoutError
+
+    if isinstance(exc, OrsActionError):
+        return PARSE_ERROR
+    return TIMEOUT if isinstance(exc, OrsTimeoutError) else ENV_ERROR

@@ -11,12 +11,13 @@ step-wise trainers (SkyRL's ``step_wise_trajectories``, verifiers) take it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym.tokens import stops
 
-__all__ = ["TokenRow", "Trajectory"]
+__all__ = ["TokenRow", "Trajectory", "filter_stale"]
 
 
 @dataclass
@@ -45,7 +46,9 @@ class TokenRow:
     def __len__(self) -> int:
         return len(self.prompt_ids) + len(self.completion_ids)
 
-    def _add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+    def add(self, ids: list[int], *, sampled: bool, logprobs: list[float] | None = None) -> None:
+        """Append ``ids``: sampled (mask 1, with the sampler's ``logprobs``) or not (mask 0,
+        logprob 0.0)."""
         self.completion_ids.extend(ids)
         self.mask.extend([1 if sampled else 0] * len(ids))
         self.logprobs.extend(logprobs if logprobs is not None else [0.0] * len(ids))
@@ -73,7 +76,11 @@ class Trajectory:
     the images the environment sent (arrays, in order), also for a text model
     that saw only a note, and the final reply's the model never read; the images a
     vision model saw are each row's ``TokenRow.images``. ``multi_modal_data``: a
-    multimodal renderer's data for the last row's placeholders.
+    multimodal renderer's data for the last row's placeholders. ``policy_versions``:
+    one per sampled turn, in order, the version of the weights that sampled it (a
+    step action's ``"policy_version"``; None where the sampler named none).
+    ``reward_parts``: the named parts the environment gave with its rewards
+    (``ToolOutput.metadata["reward_parts"]``), summed per name over the episode.
     """
 
     rows: list[TokenRow]
@@ -85,6 +92,8 @@ class Trajectory:
     logprobs_given: bool = True
     images: list[Any] = field(default_factory=list)
     multi_modal_data: Any = None
+    policy_versions: list[int | None] = field(default_factory=list)
+    reward_parts: dict[str, float] = field(default_factory=dict)
 
     # -- the last row ------------------------------------------------------------------
     @property
@@ -131,17 +140,25 @@ class Trajectory:
         """The environment failed (``env_error``, ``timeout``): no grade to train on."""
         return self.stop_reason in stops.FAILURES
 
+    def row_versions(self, row: int = -1) -> list[int | None]:
+        """The policy versions of the turns sampled in one row (the last by default)."""
+        k = range(len(self.rows))[row]
+        start = sum(r.turns for r in self.rows[:k])
+        return list(self.policy_versions[start : start + self.rows[k].turns])
+
     # -- exporters -----------------------------------------------------------------------
     def to_trl(self, row: int = -1) -> dict[str, Any]:
         """TRL ``rollout_func`` fields for one row (the last by default): ``prompt_ids``,
         ``completion_ids``, ``logprobs`` (None unless the sampler gave them) and
-        ``env_mask`` (1 on sampled ids); for a vision model, ``images`` (the row's)."""
+        ``env_mask`` (1 on sampled ids), ``policy_versions`` (the row's turns'); for a
+        vision model, ``images`` (the row's)."""
         r = self.rows[row]
-        out = {
+        out: dict[str, Any] = {
             "prompt_ids": list(r.prompt_ids),
             "completion_ids": list(r.completion_ids),
             "logprobs": list(r.logprobs) if self.logprobs_given else None,
             "env_mask": list(r.mask),
+            "policy_versions": self.row_versions(row),
         }
         if r.images:  # a vision model's: the row's images, in placeholder order
             out["images"] = list(r.images)
@@ -164,6 +181,8 @@ class Trajectory:
                 "stop_reason": self.stop_reason,
                 "rows": len(self.rows),
                 "renderer": self.renderer,
+                "policy_versions": self.row_versions(row),
+                "reward_parts": dict(self.reward_parts),
             },
         }
         if r.images:  # exactly the images whose placeholders are in this row, in order
@@ -175,8 +194,9 @@ class Trajectory:
         row's ids, ``loss_masks``, ``rewards`` (the episode return), ``stop_reasons``
         (SkyRL's names, :data:`ors_gym.tokens.stops.SKYRL`: ``"length"`` for a token
         budget, ``"abort"`` for an environment failure, else ``"stop"``),
-        ``rollout_logprobs`` and, for step-wise training, ``is_last_step``. A row with
-        images (a vision model's) is refused: SkyRL's output carries none."""
+        ``rollout_logprobs``, ``policy_versions`` (the row's turns'), ``reward_parts``
+        (the episode's) and, for step-wise training, ``is_last_step``. A row with images
+        (a vision model's) is refused: SkyRL's output carries none."""
         r = self.rows[row]
         if r.images:
             raise ValueError(
@@ -192,5 +212,41 @@ class Trajectory:
             "loss_masks": list(r.mask),
             "stop_reasons": stops.SKYRL.get(self.stop_reason or "", "stop"),
             "rollout_logprobs": list(r.logprobs) if self.logprobs_given else None,
+            "policy_versions": self.row_versions(row),
+            "reward_parts": dict(self.reward_parts),
             "is_last_step": row in (-1, len(self.rows) - 1),
         }
+
+
+def filter_stale(
+    trajectories: Iterable[Trajectory],
+    *,
+    max_span: int | None = None,
+    current_version: int | None = None,
+    max_lag: int | None = None,
+) -> list[Trajectory]:
+    """The trajectories fit to train on now, in order: those whose turns span at most
+    ``max_span`` policy versions (newest minus oldest), and whose oldest turn is at most
+    ``max_lag`` versions behind ``current_version``. Turns with no version are not
+    counted; a trajectory with none is kept (nothing says it is stale)."""
+    for name, value in (("max_span", max_span), ("max_lag", max_lag)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 0):
+            raise ValueError(f"{name} must be a non-negative int or None, got {value!r}")
+    if (max_lag is None) != (current_version is None):
+        raise ValueError(
+            "max_lag and current_version go together: pass both to drop trajectories whose "
+            "oldest turn is more than max_lag versions behind current_version"
+        )
+    kept = []
+    for traj in trajectories:
+        known = [v for v in traj.policy_versions if v is not None]
+        if known:
+            if max_span is not None and max(known) - min(known) > max_span:
+                continue
+            if max_lag is not None and current_version is not None and (
+                current_version - min(known) > max_lag
+            ):
+                continue
+        kept.append(traj)
+    return kept

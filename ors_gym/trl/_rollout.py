@@ -1,15 +1,19 @@
 """One TRL rollout over one ORS session: ``reset`` plus the environment's tools.
 
 TRL builds instances once (``environment_factory``), then calls ``reset(**row)``
-for each rollout and the instance's public functions as the model's tools.
-Everything else on the class is private or a property, so that TRL offers
-nothing else to the model. The wrapped ``OrsEnv`` deletes its session at the
-next ``reset``, when the instance is dropped, and at interpreter exit.
+for each rollout and the instance's public functions as the model's tools,
+and ``get_reward`` once the rollout has ended. Everything else on the class is
+private or a property, so that TRL offers nothing else to the model. A session
+lives from ``reset`` to ``get_reward``, which gives it back; TRL pools
+instances, and a pooled one holds none. One dropped mid-episode (or alive at
+exit) has its session deleted by the wrapped ``OrsEnv``'s finaliser.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,16 +21,16 @@ import gymnasium as gym
 import numpy as np
 
 from ors_gym.env import OrsEnv
-from ors_gym.protocol import TerminalToolSpec, ToolSpec
-from ors_gym.trl._tools import attribute_name, tool_function
+from ors_gym.protocol import TerminalToolSpec
+from ors_gym.reward_parts import add_parts, step_parts
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["ENDED_TEXT", "OrsRollout", "rollout_class"]
+__all__ = ["ENDED_TEXT", "OrsRollout"]
 
 #: What a tool call answers once the episode has finished.
 ENDED_TEXT = "The episode has ended: this tool call was not run. Reply without calling a tool."
-_RESERVED = frozenset({"reset", "get_reward", "env", "reward", "rewards", "finished"})
+_warned_unseen_reply = False
 
 
 class OrsRollout:
@@ -34,7 +38,9 @@ class OrsRollout:
 
     ``env``: the ``OrsEnv``; ``reward``: the episode's return so far (the sum
     of its step rewards, the terminal tool's grade included once graded);
-    ``rewards``: each step's reward; ``finished``: the episode has ended.
+    ``rewards``: each step's reward; ``finished``: the episode has ended;
+    ``reward_parts``: the named parts the environment returned
+    (``ToolOutput.metadata["reward_parts"]``), summed per name over the episode.
     """
 
     _env_id: str = ""
@@ -47,14 +53,20 @@ class OrsRollout:
         self._env: OrsEnv | None = None
         self._made: gym.Env[Any, Any] | None = None
         self._rewards: list[float] = []
+        self._parts: dict[str, float] = {}
         self._finished = False
         self._started = False
+        self._graded = False  # the final reply went to the terminal tool (or there was none)
+        self._reported = False  # a reward function returned this episode's return
+        self._counted = False  # get_reward returned it
+        self._lock = threading.Lock()
 
     # -- TRL's contract ---------------------------------------------------------------
     def reset(self, task_index: int | None = None, **row: Any) -> str | list[dict[str, Any]]:
-        """Start a session on task ``task_index`` (deleting the previous one); return its prompt.
+        """Start a fresh episode on a fresh session for task ``task_index``; return its prompt.
 
         A ``task_spec`` column starts that task instead; ``split`` overrides the spec's.
+        A session the previous episode still held is deleted first.
         """
         env = self._open()
         options: dict[str, Any] = {}
@@ -65,11 +77,23 @@ class OrsRollout:
         split = row.get("split") or self._split
         if split is not None:
             options["split"] = str(split)
+        self._rewards, self._parts = [], {}
+        self._finished = self._graded = self._reported = self._counted = False
+        self._started = False
         observation, _ = env.reset(options=options)
-        self._rewards = []
-        self._finished = False
         self._started = True
         return self._content(observation)
+
+    async def get_reward(self) -> float | None:
+        """The episode's return, then its session given back (TRL calls this once a rollout ends).
+
+        An unfinished episode is graded by the terminal tool first: with its final
+        reply when a reward function handed it over (``ors_reward`` does, under
+        ``GRPOTrainer``), or at once when that tool takes no input (it grades
+        from the environment's state). None when a reward function already returned this
+        return (so that TRL does not count it twice), or before any ``reset``.
+        """
+        return await asyncio.to_thread(self._settle)
 
     # -- state -----------------------------------------------------------------------
     @property
@@ -89,6 +113,10 @@ class OrsRollout:
     def finished(self) -> bool:
         return self._finished
 
+    @property
+    def reward_parts(self) -> dict[str, float]:
+        return dict(self._parts)
+
     # -- internals -------------------------------------------------------------------
     def _open(self) -> OrsEnv:
         if self._env is None:
@@ -99,27 +127,75 @@ class OrsRollout:
             self._env = env
         return self._env
 
-    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
+    def _call_tool(
+        self, name: str, arguments: dict[str, Any], reply: str | None = None
+    ) -> str | list[dict[str, Any]]:
         if not self._started or self._env is None:
             raise RuntimeError(f"tool {name!r} was called before reset(); call reset() first")
         if self._finished:
             return ENDED_TEXT
+        if reply is not None:  # the terminal tool, offered as a tool
+            self._graded = True
+            return self._step({"message": reply})
         return self._step({"tool_calls": [{"name": name, "arguments": arguments}]})
 
     def _step(self, action: Any) -> str | list[dict[str, Any]]:
         assert self._env is not None
-        observation, reward, terminated, truncated, _ = self._env.step(action)
+        observation, reward, terminated, truncated, info = self._env.step(action)
         self._rewards.append(float(reward))
+        add_parts(self._parts, step_parts(info))
         self._finished = bool(terminated or truncated)
         return self._content(observation)
 
-    def _grade(self, completion: Any) -> float:
-        """The terminal-tool rule: an unfinished episode's final reply goes to the terminal tool."""
-        if self._started and not self._finished and self._terminal is not None:
-            reply = _final_reply(completion)
-            if reply is not None:
-                self._step({"message": reply})
-        return self.reward
+    def _grade(self, completion: Any, *, report: bool = True) -> float | None:
+        """The terminal-tool rule: an unfinished episode's final reply goes to the terminal tool.
+
+        Graded once; ``report`` marks the return as counted by the caller (then
+        ``get_reward`` gives None). None when the session was already given back
+        before a reply could be graded.
+        """
+        with self._lock:
+            if not self._started or self._counted:
+                return None  # get_reward has already given this return
+            if not self._graded:
+                self._graded = True
+                if not self._finished and self._terminal is not None:
+                    reply = _final_reply(completion)
+                    if reply is not None and self._env is not None:
+                        self._step({"message": reply})
+            self._reported = self._reported or report
+            return self.reward
+
+    def _settle(self) -> float | None:
+        """``get_reward``'s work: grade what can be, give the session back, say the return.
+
+        A terminal call that fails is logged (WARNING) and scores None: TRL then
+        leaves the rollout out of its group's advantages.
+        """
+        with self._lock:
+            if not self._started or self._counted:
+                return None
+            failed = False
+            try:
+                if not self._graded and not self._finished and self._terminal is not None:
+                    if self._terminal.arg is None:  # it grades from state: the text is unused
+                        self._step({"message": ""})
+                    else:
+                        _warn_unseen_reply(self._env_id, self._terminal.name)
+            except Exception as exc:  # the environment failed: no return to give
+                failed = True
+                logger.warning("ors_gym.trl: grading %s's episode failed: %s", self._env_id, exc)
+            finally:
+                self._graded = True
+                self._release()
+            self._counted = not self._reported and not failed
+            return self.reward if self._counted else None
+
+    def _release(self) -> None:
+        """Give the session back now (the backend stays, for the next ``reset``)."""
+        env = self._env
+        if env is not None and env.session_id is not None:
+            env._run(env._core.end_session())
 
     def _content(self, observation: Mapping[str, Any]) -> str | list[dict[str, Any]]:
         """Text, or TRL's content parts with the images for a multimodal model."""
@@ -140,6 +216,18 @@ class OrsRollout:
         return parts
 
 
+def _warn_unseen_reply(env_id: str, terminal: str) -> None:
+    global _warned_unseen_reply
+    if _warned_unseen_reply:
+        return
+    _warned_unseen_reply = True
+    logger.warning(
+        "ors_gym.trl: %s ended unfinished and no reward function handed its final reply to "
+        "the terminal tool %r (AsyncGRPOTrainer's loop shows the environment no reply): it "
+        "scores its return so far. Pass OrsSpec(..., terminal_as_tool=True) to offer %r to "
+        "the model as a tool", env_id, terminal, terminal)
+
+
 def _final_reply(completion: Any) -> str | None:
     """The text of a completion's last message when the model wrote it, else None."""
     if isinstance(completion, str):
@@ -158,37 +246,3 @@ def _final_reply(completion: Any) -> str | None:
             and p.get("type") == "text"
         )
     return ""
-
-
-def rollout_class(
-    env_id: str,
-    tools: Sequence[ToolSpec],
-    terminal: TerminalToolSpec | None,
-    env_kwargs: Mapping[str, Any],
-    multimodal: bool,
-    split: str | None = None,
-) -> type[OrsRollout]:
-    """A subclass of ``OrsRollout`` with one method per visible tool of ``env_id``."""
-    namespace: dict[str, Any] = {
-        "_env_id": env_id,
-        "_split": split,
-        "_env_kwargs": dict(env_kwargs),
-        "_multimodal": multimodal,
-        "_terminal": terminal,
-    }
-    taken = set(_RESERVED)
-    for spec in tools:
-        function = tool_function(spec.name, spec.description, spec.input_schema, _dispatch)
-        if function is None:
-            continue
-        attribute = attribute_name(spec.name, taken)
-        taken.add(attribute)
-        namespace[attribute] = function
-    class_name = "Ors_" + "".join(c if c.isalnum() else "_" for c in env_id)
-    return type(class_name, (OrsRollout,), namespace)
-
-
-def _dispatch(self: OrsRollout, name: str, arguments: dict[str, Any]) -> Any:
-    return self._call_tool(name, arguments)
-
-

@@ -2,10 +2,10 @@
 
 Shaped like TRL's ``trl.experimental.openreward.OpenRewardSpec``: build one,
 then pass ``.train_dataset``, ``.environment_factory`` and ``.reward_funcs`` to
-``GRPOTrainer``. Any ``gymnasium.make`` id works (bundled environments hosted
-in-process, registered classes, remote servers, hosted deployments); a list of
-ids gives TRL's multi-environment form (a dict of factories, and an
-``environment`` column naming each row's id).
+``GRPOTrainer`` or ``AsyncGRPOTrainer``. Any ``gymnasium.make`` id works
+(bundled environments hosted in-process, registered classes, remote servers,
+hosted deployments); a list of ids gives TRL's multi-environment form (a dict
+of factories, and an ``environment`` column naming each row's id).
 """
 
 from __future__ import annotations
@@ -20,48 +20,16 @@ from ors_gym.env import OrsEnv
 from ors_gym.errors import OrsDependencyError
 from ors_gym.platform import dataset_indices
 from ors_gym.protocol import ToolSpec
-from ors_gym.trl._rollout import OrsRollout, rollout_class
+from ors_gym.trl._classes import rollout_class
+from ors_gym.trl._rewards import RewardPart, ors_reward
+from ors_gym.trl._rollout import OrsRollout
 from ors_gym.trl._token_rollout import TASK_ENV, TASK_INDEX, TokenRollouts
 
-__all__ = ["OrsSpec", "ors_reward"]
-
-
-def ors_reward(
-    completions: Sequence[Any],
-    environments: Sequence[Any] | None = None,
-    ors_return: Sequence[float | None] | None = None,
-    **_: Any,
-) -> list[float | None]:
-    """TRL reward function: each rollout's episode return, from its environment.
-
-    With ``environment_factory`` (TRL passes ``environments``): an episode the
-    model left unfinished whose environment has a terminal tool is graded first,
-    its final assistant message going to that tool; rollouts of other
-    environments get None (TRL ignores them). With ``OrsSpec.rollout_func``: the
-    returns the token episodes already ended with, which the rollout function
-    hands over as the ``ors_return`` field.
-    """
-    if environments is None:
-        if ors_return is not None:
-            if len(ors_return) != len(completions):
-                raise ValueError(
-                    f"ors_return has {len(ors_return)} values for {len(completions)} completions"
-                )
-            return [None if r is None else float(r) for r in ors_return]
-        raise ValueError(
-            "ors_reward needs TRL's environments or the ors_return field: pass "
-            "OrsSpec.environment_factory to GRPOTrainer(environment_factory=...), or "
-            "OrsSpec.rollout_func to GRPOTrainer(rollout_func=...), along with "
-            "OrsSpec.reward_funcs"
-        )
-    return [
-        env._grade(completion) if isinstance(env, OrsRollout) else None
-        for completion, env in zip(completions, environments, strict=True)
-    ]
+__all__ = ["OrsSpec"]
 
 
 class OrsSpec:
-    """ORS environments for TRL's ``GRPOTrainer``.
+    """ORS environments for TRL's ``GRPOTrainer`` and ``AsyncGRPOTrainer``.
 
     ``env_ids``: one ``gymnasium.make`` id (``"ors/QA-v0"``) or several (a mixed
     run), or a mapping of ids to their own ``make`` keyword arguments.
@@ -70,6 +38,12 @@ class OrsSpec:
     ``multimodal``: give images to the model as TRL image parts (a vision
     model), instead of a note saying they were not shown.
     ``token_kwargs``: passed to ``TokenEnv`` by ``rollout_func`` (``renderer``...).
+    ``reward_parts``: names of the reward parts the environments return
+    (``ToolOutput.metadata["reward_parts"]``): ``reward_funcs`` is then one
+    column per part, in this order, for TRL's ``reward_weights``.
+    ``terminal_as_tool``: offer the terminal tool to the model as a tool, rather
+    than grading its final plain reply (``AsyncGRPOTrainer``'s loop never shows
+    the environment that reply).
     ``env_kwargs``: passed to ``gymnasium.make`` for every id (``base_url``,
     ``deployment``, ``toolset``, ``max_steps``...).
     """
@@ -83,6 +57,8 @@ class OrsSpec:
         indices: Sequence[int] | None = None,
         multimodal: bool = False,
         token_kwargs: Mapping[str, Any] | None = None,
+        reward_parts: Sequence[str] | None = None,
+        terminal_as_tool: bool = False,
         **env_kwargs: Any,
     ) -> None:
         if num_tasks is not None and indices is not None:
@@ -98,6 +74,12 @@ class OrsSpec:
         else:
             ids = {str(k): {} for k in env_ids}
             self._multi = True
+        if isinstance(reward_parts, str):
+            raise TypeError(f"reward_parts takes a list of names, got the string {reward_parts!r}")
+        self._parts = [RewardPart(p) for p in reward_parts or []]
+        if len({p.part for p in self._parts}) != len(self._parts):
+            raise ValueError(f"reward_parts names a part twice: {list(reward_parts or [])}")
+        self._terminal_as_tool = bool(terminal_as_tool)
         if not ids:
             raise ValueError("env_ids is empty: give at least one environment id, e.g. 'ors/QA-v0'")
         self.env_ids = list(ids)
@@ -167,8 +149,17 @@ class OrsSpec:
         return self._token_rollouts
 
     @property
-    def reward_funcs(self) -> Callable[..., list[float | None]]:
-        """``ors_reward``: the episode's return, after the terminal-tool rule."""
+    def reward_funcs(
+        self,
+    ) -> Callable[..., list[float | None]] | list[Callable[..., list[float | None]]]:
+        """``ors_reward`` (the episode's return, after the terminal-tool rule), or
+        with ``reward_parts`` one ``RewardPart`` column per part.
+
+        Under ``AsyncGRPOTrainer`` these give None: each environment's
+        ``get_reward`` column carries the return there (leave them out).
+        """
+        if self._parts:
+            return list(self._parts)
         return ors_reward
 
     def __repr__(self) -> str:
@@ -198,7 +189,8 @@ class OrsSpec:
             made.close()
         self._rows[env_id] = rows
         self._classes[env_id] = rollout_class(
-            env_id, list(tools.values()), terminal, kwargs, self._multimodal, self.split
+            env_id, list(tools.values()), terminal, kwargs, self._multimodal, self.split,
+            terminal_as_tool=self._terminal_as_tool,
         )
 
     def _choose_rows(self, env_id: str, count: int) -> list[int]:

@@ -3,7 +3,7 @@
 veRL makes one agent loop per sample and awaits ``run(sampling_params,
 **row)``. This one opens the row's ORS episode (``extra_info``: ``env_id``,
 ``split``, ``index``...) as a token batch of one, over the worker's shared
-backends (``ors_gym.tokens.shared_backends``: one per environment on the
+backends (``ors_gym.tokens.shared_pool()``: one per environment on the
 worker's event loop, so a sample opens no connection and repeats no tool
 discovery) and one bridge per tokenizer, asks veRL's server manager
 for each completion from the token sequence so far, and hands the sampled ids
@@ -20,7 +20,7 @@ from typing import Any
 from uuid import uuid4
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_backends, stops
+from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_pool, stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.verl._output import agent_loop_output
 
@@ -64,7 +64,7 @@ class OrsAgentLoop(AgentLoopBase):
         processor = getattr(self, "processor", None)
         batch = AsyncTokenBatch(self.tokenizer,
                                 renderer=_bridge(self.tokenizer, template, processor),
-                                max_tokens=self.response_length, backends=shared_backends())
+                                max_tokens=self.response_length, pool=shared_pool())
         metrics: dict[str, Any] = {}
         preempted: list[int] = []
         # one id per episode: the server routes its turns to one replica, keeping its prefix cache

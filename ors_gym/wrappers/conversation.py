@@ -217,10 +217,8 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
             tools=lambda: self.api_tools("openai"),
         )
         # The calls as read here go to the env as they are: one parse per action.
-        observation, reward, terminated, truncated, info = self.env.step(turn.parsed)
-        exchange: StepExchange = step_exchange(
-            turn, info, max_calls_per_step=_max_calls(self.env)
-        )
+        observation, reward, terminated, truncated, info = self.env.step(turn)
+        exchange: StepExchange = step_exchange(turn, info)
         self._add(exchange_messages(exchange))
         info = dict(info)
         info["exchange"] = exchange
@@ -230,9 +228,3 @@ class Conversation(gym.Wrapper[list[Any], Any, Any, Any], gym.utils.RecordConstr
     def _add(self, messages: list[Message]) -> None:
         self._ors.extend(messages)
         self._rendered.extend(render_messages(messages, self.format))
-
-
-def _max_calls(env: gym.Env[Any, Any]) -> int:
-    """The wrapped OrsEnv's ``max_calls_per_step`` (16, its default, for other envs)."""
-    value = getattr(env.unwrapped, "max_calls_per_step", 16)
-    return value if isinstance(value, int) else 16

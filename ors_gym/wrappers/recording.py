@@ -114,7 +114,7 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
             turn = assistant_turn(action, step=number)
         except OrsActionError:  # an action an inner wrapper translated (a Discrete index...)
             turn = _turn_from_calls(info, number)
-        exchange = step_exchange(turn, info, max_calls_per_step=_max_calls(self.env))
+        exchange = step_exchange(turn, info)
         text = _observation_text(observation) or _observation_text(info.get("observation"))
         episode["steps"].append(_records.step_record(
             action, exchange, (observation, reward, terminated, truncated, info),
@@ -181,19 +181,13 @@ class RecordTrajectories(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstr
                 os.write(self._fd, b"\n")
 
 
-def _max_calls(env: gym.Env[Any, Any]) -> int:
-    """The wrapped OrsEnv's ``max_calls_per_step`` (16, its default, for other envs)."""
-    value = getattr(env.unwrapped, "max_calls_per_step", 16)
-    return value if isinstance(value, int) else 16
-
-
 def _turn_from_calls(info: Mapping[str, Any], step: int) -> AssistantTurn:
-    """The turn an inner wrapper made: the calls ``info`` says ran."""
+    """The turn an inner wrapper made: the calls ``info`` says ran, with their ids."""
     calls = tuple(
-        ToolCall(str(c.get("name")), dict(c.get("input") or {}), call_id(step, i))
+        ToolCall(str(c.get("name")), dict(c.get("input") or {}), c.get("id") or call_id(step, i))
         for i, c in enumerate(info.get("calls") or ())
     )
-    return AssistantTurn(action=None, text="", tool_calls=calls)
+    return AssistantTurn(calls, "")
 
 
 def _observation_text(observation: Any) -> str | None:

@@ -8,17 +8,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ors_gym.actions import ParsedAction, ToolCall
+from ors_gym.actions import AssistantTurn, ToolCall
 from ors_gym.families._examples import example_call
-from ors_gym.families._markers import FORMATS, renderer_for
+from ors_gym.families._formats import FORMATS
+from ors_gym.families._markers import renderer_for
 from ors_gym.families._parse import (
-    TEXT_FAMILIES,
-    AssistantParse,
     call_example,
     from_parsed_response,
     parse_text,
 )
+from ors_gym.protocol import ReasoningBlock
 
+TEXT_FAMILIES = tuple(FORMATS)
 _XML = ("qwen3.5", "glm-4.5", "glm-5", "minimax-m2")
 _THINK = ("hermes", "qwen3.5", "glm-4.5", "glm-5", "kimi-k2", "minimax-m2", "deepseek-v3")
 _THINK += ("deepseek-v3.1",)
@@ -42,6 +43,18 @@ MOVE = {
 }
 LOOK = {"type": "function", "function": {"name": "look", "parameters": {"type": "object"}}}
 TOOLS = [MOVE, LOOK]
+
+
+def test_harmony_turns_end_where_sampling_stops() -> None:
+    """gpt-oss's text reader and its bridge end a turn on the same tokens, harmony's stop
+    tokens (<|return|> and <|call|>): what a server failed to stop before is not read."""
+    fmt = FORMATS["gpt-oss"]
+    assert set(fmt.stops) == {"<|return|>", "<|call|>"}
+    call = call_example("gpt-oss", "move", {"direction": "up"})
+    stray = "<|start|>assistant<|channel|>final<|message|>Moved.<|return|>"
+    parsed = parse_text("gpt-oss", call + stray, TOOLS)
+    assert _plain(parsed.tool_calls) == [("move", {"direction": "up"})]
+    assert parsed.text == ""
 
 
 def _end(family: str) -> str:
@@ -93,8 +106,8 @@ def test_one_call_is_read_as_that_call(family: str) -> None:
     parsed = parse_text(family, text, TOOLS)
     assert _plain(parsed.tool_calls) == [("move", {"direction": "down"})]
     assert parsed.errors == ()
-    assert parsed.content == ""
-    assert parsed.reasoning is None
+    assert parsed.text == ""
+    assert _thought(parsed) is None
 
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
@@ -102,7 +115,9 @@ def test_two_calls_are_read_in_order(family: str) -> None:
     first = call_example(family, "move", {"direction": "down", "amount": 2})
     second = call_example(family, "look", {})
     parsed = parse_text(family, _two_calls(family, first, second) + _end(family), TOOLS)
-    assert _plain(parsed.tool_calls) == [("move", {"direction": "down", "amount": 2}), ("look", {})]
+    both = [("move", {"direction": "down", "amount": 2}), ("look", {})]
+    # harmony ends a turn at <|call|> (sampling stops there): one call per completion
+    assert _plain(parsed.tool_calls) == (both[:1] if family == "gpt-oss" else both)
     assert parsed.errors == ()
 
 
@@ -112,8 +127,8 @@ def test_a_call_after_reasoning_keeps_the_reasoning_out_of_the_content(family: s
     text = _with_reasoning(family, "The goal is above me.", call) + _end(family)
     parsed = parse_text(family, text, TOOLS)
     assert _plain(parsed.tool_calls) == [("move", {"direction": "up"})]
-    assert parsed.reasoning == "The goal is above me."
-    assert "goal" not in parsed.content
+    assert _thought(parsed) == "The goal is above me."
+    assert "goal" not in parsed.text
     assert parsed.errors == ()
 
 
@@ -123,7 +138,8 @@ def test_a_plain_answer_after_reasoning_is_the_message(family: str) -> None:
         family
     )
     parsed = parse_text(family, text, TOOLS)
-    assert parsed == AssistantParse("The answer is 4.", "2 + 2 is 4.", (), ())
+    thought = (ReasoningBlock(text="2 + 2 is 4."),)
+    assert parsed == AssistantTurn((), "The answer is 4.", (), thought)
 
 
 @pytest.mark.parametrize("family", _THINK)
@@ -132,24 +148,23 @@ def test_reasoning_opened_by_the_prompt_is_still_reasoning(family: str) -> None:
     # completion holds only the rest of the block and its "</think>".
     text = "Count the letters.\n</think>\n\nThere are 3." + _end(family)
     parsed = parse_text(family, text, TOOLS)
-    assert (parsed.content, parsed.reasoning) == ("There are 3.", "Count the letters.")
+    assert (parsed.text, _thought(parsed)) == ("There are 3.", "Count the letters.")
     cut = parse_text(family, "Still thinking about", TOOLS, reasoning_prefilled=True)
-    assert cut.content == ""
-    assert cut.reasoning == "Still thinking about"
+    assert cut.text == ""
+    assert _thought(cut) == "Still thinking about"
 
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
 def test_a_plain_answer_is_content_only(family: str) -> None:
     parsed = parse_text(family, "The answer is 4." + _end(family), TOOLS)
-    assert parsed == AssistantParse("The answer is 4.", None, (), ())
-    assert parsed.action() == ParsedAction((), "The answer is 4.", ())
+    assert parsed == AssistantTurn((), "The answer is 4.", (), ())
 
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
 def test_end_of_turn_tokens_are_not_content(family: str) -> None:
     for stop in FORMATS[family].stops:
         parsed = parse_text(family, _answer(family, "Done.") + stop, TOOLS)
-        assert parsed.content == "Done.", stop
+        assert parsed.text == "Done.", stop
 
 
 @pytest.mark.parametrize("family", TEXT_FAMILIES)
@@ -161,7 +176,7 @@ def test_the_prose_before_a_call_is_the_message(family: str) -> None:
         text = "<|channel|>commentary<|message|>Going up.<|end|>" + text
     parsed = parse_text(family, text + _end(family), TOOLS)
     assert _plain(parsed.tool_calls) == [("move", {"direction": "up"})]
-    assert parsed.content == "Going up."
+    assert parsed.text == "Going up."
 
 
 # ------------------------------------------------------------------ errors
@@ -224,7 +239,7 @@ def test_a_reply_cut_mid_call_is_an_error_not_a_message(family: str) -> None:
     parsed = parse_text(family, cut, TOOLS)
     assert parsed.tool_calls == ()
     assert len(parsed.errors) == 1
-    assert "do" not in parsed.content
+    assert "do" not in parsed.text
     if family not in ("hermes", "llama-3"):  # JSON-only formats have no closing mark
         assert "not closed" in parsed.errors[0]
 
@@ -299,7 +314,7 @@ def test_aliases_and_unknown_families() -> None:
     call = call_example("qwen3.6", "move", {"direction": "up"})
     assert call == call_example("qwen3.5", "move", {"direction": "up"})
     assert parse_text("qwen3-coder", call).tool_calls == (_call("move", direction="up"),)
-    with pytest.raises(ValueError, match=r"unknown tool-call family 'qwen9'.*qwen3\.5"):
+    with pytest.raises(ValueError, match=r"unknown wire format 'qwen9'.*qwen3\.5"):
         parse_text("qwen9", "hi")
 
 
@@ -360,9 +375,9 @@ def test_the_text_parse_agrees_with_renderers_on_the_familys_own_ids(name: str) 
         )
         ours = parse_text(name, tokenizer.decode(ids, skip_special_tokens=False), TOOLS)
         assert bool(theirs.tool_calls) == ("move" in text), text
-        assert (ours.content, ours.reasoning, ours.tool_calls) == (
-            theirs.content,
-            theirs.reasoning,
+        assert (ours.text, _thought(ours), ours.tool_calls) == (
+            theirs.text,
+            _thought(theirs),
             theirs.tool_calls,
         ), text
         assert len(ours.errors) == len(theirs.errors) == 0, text
@@ -386,4 +401,9 @@ def test_the_families_renderers_cannot_serve_are_read_from_their_own_ids(name: s
         ids = _families.encode(tokenizer, text)
         parsed = parse_text(name, tokenizer.decode(ids, skip_special_tokens=False), TOOLS)
         assert _plain(parsed.tool_calls) == list(calls), text
-        assert (parsed.content, parsed.reasoning, parsed.errors) == (content, think, ()), text
+        assert (parsed.text, _thought(parsed), parsed.errors) == (content, think, ()), text
+
+
+def _thought(turn: AssistantTurn) -> str | None:
+    """The turn's reasoning as one text (None when it has none)."""
+    return "\n".join(b.text for b in turn.reasoning) if turn.reasoning else None

@@ -275,7 +275,7 @@ def test_exchange_of_several_calls_cuts_blocks_per_call(make_env: Any) -> None:
         {"name": "move", "arguments": "{broken"},
     ]}
     turn = assistant_turn(action, step=2)
-    _, _, _, _, info = env.step(turn.action)
+    _, _, _, _, info = env.step(turn)
     exchange = step_exchange(turn, info)
     assert [r.tool_call_id for r in exchange.results] == ["call_2_0", "call_2_1"]
     for result, (direction, cell) in zip(exchange.results, [("up", "[1, 2]"), ("right", "[1, 3]")],
@@ -285,13 +285,31 @@ def test_exchange_of_several_calls_cuts_blocks_per_call(make_env: Any) -> None:
         assert isinstance(image, ImageBlock)
     assert len(exchange.feedback) == 1 and "could not parse" in exchange.feedback[0].text  # type: ignore[union-attr]
 
-    # The same cut when the env gives each call's blocks itself.
-    with_blocks = dict(info)
-    with_blocks["calls"] = [
-        {**c, "blocks": list(r.blocks)}
-        for c, r in zip(info["calls"], exchange.results, strict=True)
-    ]
-    assert step_exchange(turn, with_blocks) == exchange
+
+def test_call_ids_go_through_the_env_and_tie_results_to_calls(make_env: Any) -> None:
+    """A model's own ids and the ids given at parse time reach the env's records, and
+    the exchange ties results by them, not by position."""
+    env: OrsEnv = make_env("GridWorld")
+    env.reset(options={"task_spec": {"size": 5, "start": [2, 2], "goal": [4, 4]}})
+    output = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "toolu_up", "type": "function",
+         "function": {"name": "move", "arguments": '{"direction": "up"}'}},
+        {"type": "function", "function": {"name": "move", "arguments": '{"direction": "left"}'}},
+    ]}
+    turn = assistant_turn(output, step=4)
+    assert [c.id for c in turn.tool_calls] == ["toolu_up", "call_4_1"]
+    _, _, _, _, info = env.step(turn)
+    assert [c["id"] for c in info["calls"]] == ["toolu_up", "call_4_1"]
+    # The records answer by id: listed in another order, each result keeps its call.
+    swapped = {**info, "calls": list(reversed(info["calls"])), "blocks": []}
+    exchange = step_exchange(turn, swapped)
+    assert [(r.tool_call_id, r.input["direction"]) for r in exchange.results] == [
+        ("call_4_1", "left"), ("toolu_up", "up")]
+    assert exchange.not_run == ()
+    # An action with no ids gets them from the env's step number.
+    up = {"name": "move", "arguments": {"direction": "up"}}
+    _, _, _, _, info = env.step({"tool_calls": [up]})
+    assert [c["id"] for c in info["calls"]] == ["call_2_0"]
 
 
 def test_calls_that_did_not_run_get_results(make_env: Any) -> None:
@@ -300,7 +318,7 @@ def test_calls_that_did_not_run_get_results(make_env: Any) -> None:
     # submit ends the episode: the call after it never runs.
     turn = assistant_turn([{"name": "submit", "arguments": {"answer": 1}},
                            {"name": "submit", "arguments": {"answer": 2}}], step=1)
-    exchange = step_exchange(turn, env.step(turn.action)[4], max_calls_per_step=2)
+    exchange = step_exchange(turn, env.step(turn)[4])
     assert exchange.not_run == (("call_1_1", NOT_RUN_ENDED),)
     reply = exchange_messages(exchange)[1]
     assert [b.tool_call_id for b in reply.blocks] == ["call_1_0", "call_1_1"]  # type: ignore[union-attr]
@@ -310,7 +328,7 @@ def test_calls_that_did_not_run_get_results(make_env: Any) -> None:
     grid.reset(options={"task_spec": {"size": 5, "start": [2, 2], "goal": [4, 4]}})
     calls = [{"name": "move", "arguments": {"direction": d}} for d in ("up", "left", "up")]
     turn = assistant_turn(calls, step=1)
-    exchange = step_exchange(turn, grid.step(turn.action)[4], max_calls_per_step=2)
+    exchange = step_exchange(turn, grid.step(turn)[4])
     assert len(exchange.results) == 2 and exchange.not_run == (("call_1_2", NOT_RUN_LIMIT),)
     assert "only the first 2 of 3" in exchange.feedback[0].text  # type: ignore[union-attr]
 
@@ -319,7 +337,7 @@ def test_plain_message_to_the_terminal_tool_answers_no_call(make_env: Any) -> No
     env: OrsEnv = make_env("QA")
     _, info = env.reset(options={"index": 0})
     turn = assistant_turn("Paris", step=1)
-    _, reward, terminated, _, info = env.step(turn.action)
+    _, reward, terminated, _, info = env.step(turn)
     exchange = step_exchange(turn, info)
     assert exchange.routed and reward == 1.0 and terminated
     assistant, reply = exchange_messages(exchange)

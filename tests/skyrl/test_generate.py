@@ -19,7 +19,7 @@ pytest.importorskip("trl")  # tests/_tiny_lm.py takes TRL's Qwen3 chat template
 from _tiny_lm import answer_text, encode, tiny_tokenizer, tool_call_text
 
 from ors_gym.skyrl import generate, rows
-from ors_gym.tokens import Backends, EpisodeRow
+from ors_gym.tokens import EnvPool, EpisodeRow
 
 
 def test_a_batch_of_rows_is_played_at_once_and_given_back(server_url: str) -> None:
@@ -44,11 +44,11 @@ def test_a_batch_of_rows_is_played_at_once_and_given_back(server_url: str) -> No
             out.append((ids, [-0.5] * len(ids)))
         return out
 
-    async def run() -> tuple[dict[str, Any], Backends]:
-        backends = Backends()
+    async def run() -> tuple[dict[str, Any], EnvPool]:
+        backends = EnvPool()
         try:
             return await generate(batch_rows, tok, sample, max_tokens=256,
-                                  backends=backends), backends
+                                  pool=backends), backends
         finally:
             opened = [backends.env(EpisodeRow.from_row(r)).backend.open_sessions
                       for r in batch_rows]

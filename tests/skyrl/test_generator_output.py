@@ -103,7 +103,8 @@ def test_a_batch_carries_each_trajectorys_own_tokens(tok: Any) -> None:
     assert out["rollout_logprobs"][0][: len(sent[0])] == [-0.1] * len(sent[0])
     assert all(lp == 0.0 for lp, m in zip(out["rollout_logprobs"][0], mask, strict=True) if not m)
     assert out["env_metrics"][0] == {"stop_reason": "env_ended", "turns": 3,
-                                     "renderer": count.renderer}
+                                     "renderer": count.renderer,
+                                     "policy_versions": [None] * 3, "reward_parts": {}}
     assert out["rollout_metrics"]["generate/max_num_tokens"] == max(map(len, out["response_ids"]))
     assert "is_last_step" not in out and "trajectory_ids" not in out
 

@@ -104,3 +104,22 @@ def test_max_turns_ends_an_episode_and_bad_rows_are_explained(server: ServerThre
     env.close()
     with pytest.raises(ValueError, match="env_id"):
         OrsTextEnv({}, {"index": 0})
+
+
+def test_reward_parts_reach_the_step_metadata_and_the_metrics() -> None:
+    from ors_gym.envs.testing import Latency
+    from ors_gym.registration import register_class
+
+    class PartsLatency(Latency):
+        """Latency whose one task gives named reward parts with each call."""
+
+        @classmethod
+        def list_tasks(cls, split: str) -> Any:
+            return [{"id": "parts", "delay_ms": 0, "length": 2, "reward_parts": {"a": 0.5}}]
+
+    register()
+    env_id = register_class(PartsLatency, "ors/PartsLatency-v0")
+    call = '<tool_call>{"name": "wait", "arguments": {}}</tool_call>'
+    _, outputs, env = episode("ors", rows(env_id, num_tasks=1)[0], [call, call])
+    assert [o["metadata"]["reward_parts"] for o in outputs] == [{"a": 0.5}, {"a": 0.5}]
+    assert env.get_metrics() == {"turns": 2, "return": 0.0, "reward_parts/a": 1.0}

@@ -39,7 +39,7 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 import ors_gym
 from ors_gym.actions import parse_action
 from ors_gym.tinker import OrsDatasetBuilder, OrsEnvGroupBuilder, OrsTinkerEnv
-from ors_gym.tokens import shared_backends
+from ors_gym.tokens import shared_pool
 
 TOKENIZER = "ors-gym-tests/tiny-qwen3"
 COUNTER, JUDGED = "ors/Counter-v0", "ors/Judged-v0"
@@ -273,7 +273,7 @@ def test_groups_share_one_backend_per_environment_on_a_loop(tok: Any, model: Any
         groups = [pickle.loads(pickle.dumps(_group(COUNTER, index, 2, system_prompt=f"g{k}")))
                   for k in range(2)]
         await asyncio.gather(*(do_group_rollout(g, completer) for g in groups))
-        return groups[0].backend, groups[1].backend, shared_backends().made
+        return groups[0].backend, groups[1].backend, shared_pool().made
 
     first, second, made = asyncio.run(run())
     assert first is second and made == 1
@@ -312,6 +312,35 @@ def test_score_group_gives_the_group_rewards(tok: Any, model: Any) -> None:
     for tr in group.trajectories_G:
         assert tr.stop_reason == "completed"  # a plain reply, graded by the terminal tool
         assert tr.transitions[0].reward == tr.transitions[0].metrics["ors_return"]
+
+
+def test_reward_parts_and_the_policy_version_reach_the_metrics(tok: Any) -> None:
+    """Latency returns named reward parts with each call: the episode's sums are metrics
+    of its last transition; a step's ``extra["policy_version"]`` is that step's metric."""
+    from ors_gym.envs.testing import register_test_envs
+
+    register_test_envs()
+    spec = {"delay_ms": 0, "length": 2, "reward_parts": {"correct": 1.0, "format": 0.25}}
+    builder = OrsEnvGroupBuilder(
+        env_id="ors/Latency-v0", options={"task_spec": spec}, group_size=1,
+        model_name_for_tokenizer=TOKENIZER, renderer_name="qwen3_disable_thinking")
+    wait = [*encode(tok, tool_call_text("wait", {})), tok.convert_tokens_to_ids("<|im_end|>")]
+
+    async def run() -> list[Any]:
+        (env,) = await builder.make_envs()
+        try:
+            await env.initial_observation()
+            first = await env.step(wait, extra={"stop_reason": "stop", "policy_version": 4})
+            last = await env.step(wait, extra={"stop_reason": "stop"})
+            return [first, last]
+        finally:
+            await builder.cleanup()
+
+    first, last = asyncio.run(run())
+    assert first.metrics["policy_version"] == 4.0 and not first.episode_done
+    assert last.episode_done and "policy_version" not in last.metrics
+    assert last.metrics["reward_parts/correct"] == 2.0
+    assert last.metrics["reward_parts/format"] == 0.5
 
 
 def test_dataset_builder_batches_every_task_of_each_env(tok: Any) -> None:

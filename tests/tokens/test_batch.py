@@ -144,12 +144,12 @@ def test_setups_and_tool_calls_overlap_and_sessions_end_with_their_episodes(
         assert [t.stop_reason for t in batch.trajectories] == [stops.ENV_ENDED] * N
         assert all(o == t.ids for o, t in zip(obs, batch.trajectories, strict=True))
         assert Rendezvous.live == before  # each ended episode gave its session back at once
-        assert batch.backends.made == 1  # one backend for the environment, every episode
+        assert batch.pool.made == 1  # one backend for the environment, every episode
         assert not Rendezvous.setup_barrier.broken and not Rendezvous.tool_barrier.broken
         # a second batch on the same backends: no new backend
         Rendezvous.setup_barrier = None
         batch.reset(rows(where, [0]))
-        assert batch.backends.made == 1 and Rendezvous.live == before + 1
+        assert batch.pool.made == 1 and Rendezvous.live == before + 1
     assert Rendezvous.live == before  # close() ended the open one
 
 
@@ -192,13 +192,13 @@ def test_bad_input_is_refused_before_anything_opens(tok: Any, where: dict[str, A
     assert Rendezvous.live == before
 
 
-def test_the_async_batch_shares_backends_it_is_given(tok: Any, where: dict[str, Any]) -> None:
-    from ors_gym.tokens import shared_backends
+def test_the_async_batch_shares_the_pool_it_is_given(tok: Any, where: dict[str, Any]) -> None:
+    from ors_gym.tokens import shared_pool
 
     Rendezvous.tool_barrier = threading.Barrier(2, timeout=BOUND_S)
 
     async def one(k: int) -> float:
-        batch = AsyncTokenBatch(tok, backends=shared_backends())
+        batch = AsyncTokenBatch(tok, pool=shared_pool())
         try:
             await batch.reset(rows(where, [k]))
             _, rewards, *_ = await batch.step([calling(tok, "meet")])
@@ -208,7 +208,7 @@ def test_the_async_batch_shares_backends_it_is_given(tok: Any, where: dict[str, 
 
     async def run() -> tuple[list[float], int]:
         got = await asyncio.gather(one(0), one(1))  # two batches, one step each, at once
-        backends = shared_backends()
+        backends = shared_pool()
         made = backends.made
         await backends.aclose()
         return list(got), made
@@ -278,19 +278,19 @@ def test_an_exception_in_one_episode_ends_that_episode_only(
     assert Rendezvous.live == before
 
 
-def test_shared_backends_close_when_their_loop_ends(tok: Any, where: dict[str, Any]) -> None:
+def test_the_shared_pool_closes_when_its_loop_ends(tok: Any, where: dict[str, Any]) -> None:
     """An episode left open on the loop's shared backends is deleted when asyncio.run ends
     the loop (its async generators finalized), and the backends are emptied."""
-    from ors_gym.tokens import shared_backends
+    from ors_gym.tokens import shared_pool
 
     before = Rendezvous.live
 
     async def run() -> Any:
-        backends = shared_backends()
-        batch = AsyncTokenBatch(tok, backends=backends)
+        backends = shared_pool()
+        batch = AsyncTokenBatch(tok, pool=backends)
         await batch.reset(rows(where, [0]))  # never ended nor closed
         assert Rendezvous.live - before == 1 and backends.made == 1
         return backends
 
     backends = asyncio.run(run())
-    assert Rendezvous.live == before and repr(backends) == "Backends([])"
+    assert Rendezvous.live == before and repr(backends) == "EnvPool([])"

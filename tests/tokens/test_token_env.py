@@ -110,6 +110,7 @@ def test_mask_is_one_exactly_on_sampled_ids_and_logprobs_align(tok: Any, rendere
         "completion_ids": traj.completion_ids,
         "logprobs": expected_lp,
         "env_mask": expected_mask,
+        "policy_versions": [None] * 3,
     }
 
 

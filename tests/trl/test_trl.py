@@ -10,6 +10,7 @@ and changed weights.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.util
 import inspect
@@ -19,7 +20,9 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+from openreward.environments import ToolOutput, tool
 
+from ors_gym.envs.counter import Counter, IncrementInput
 from ors_gym.trl import ENDED_TEXT, OrsRollout, OrsSpec, ors_reward
 
 # TRL, transformers and torch are imported by the tests that use them, not at collection: a
@@ -166,8 +169,90 @@ def test_bad_arguments_are_explained() -> None:
         OrsSpec(QA, num_tasks=1, indices=[0])
     with pytest.raises(ValueError, match=r"out of range.*20 tasks"):
         OrsSpec(QA, indices=[25])
-    with pytest.raises(ValueError, match="needs TRL's environments"):
-        ors_reward(completions=[[]])
+    with pytest.raises(ValueError, match="names a part twice"):
+        OrsSpec(QA, num_tasks=1, reward_parts=["a", "a"])
+    with pytest.raises(TypeError, match="list of names"):
+        OrsSpec(QA, num_tasks=1, reward_parts="a")
+
+
+def test_without_environments_ors_reward_gives_none_and_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level("WARNING", logger="ors_gym"):
+        assert ors_reward(completions=[[], []]) == [None, None]
+        assert ors_reward(completions=[[]]) == [None]
+    assert sum("got neither TRL's environments" in r.getMessage() for r in caplog.records) <= 1
+
+
+def test_get_reward_owns_the_return_unless_a_reward_function_counted_it() -> None:
+    spec = OrsSpec(QA, indices=[0])
+    qa = spec.environment_factory()
+    done = [{"role": "assistant", "content": "Paris"}]
+    # GRPOTrainer: ors_reward grades the final reply and counts the return; get_reward
+    # then gives None (TRL adds its column too) and gives the session back.
+    qa.reset(task_index=0)
+    assert ors_reward(completions=[done], environments=[qa]) == [1.0]
+    assert qa.env.session_id is not None
+    assert asyncio.run(qa.get_reward()) is None
+    assert qa.env.session_id is None
+    # A fresh episode on a fresh session; get_reward alone owns the return.
+    qa.reset(task_index=0)
+    assert qa.reward == 0.0 and not qa.finished and qa.env.session_id is not None
+    assert asyncio.run(qa.get_reward()) == 0.0  # the reply never reached it: return so far
+    assert qa.env.session_id is None
+    assert asyncio.run(qa.get_reward()) is None  # given once
+    assert ors_reward(completions=[done], environments=[qa]) == [None]  # get_reward gave it
+    # The terminal tool offered as a tool, for AsyncGRPOTrainer's loop.
+    offered = OrsSpec(QA, indices=[0], terminal_as_tool=True).environment_factory()
+    assert set(tools_of(offered)) == {"hint", "answer"}
+    offered.reset(task_index=0)
+    offered.answer(answer="Paris")
+    assert offered.finished and asyncio.run(offered.get_reward()) == 1.0
+    # Counter's terminal tool takes no input: get_reward grades it from state.
+    counter = OrsSpec("ors/Counter-v0", indices=[12]).environment_factory()
+    counter.reset(task_index=12)
+    target = counter.env.task(12)["target"]
+    counter.increment(amount=target)
+    assert asyncio.run(counter.get_reward()) == 1.0 and counter.finished
+
+
+class PartsCounter(Counter):
+    """Counter whose ``increment`` also returns reward parts."""
+
+    @tool
+    async def increment(self, params: IncrementInput) -> ToolOutput:
+        """Add 1 to 5 (default 1) to the counter."""
+        self.value += params.amount
+        out = self._moved()
+        out.metadata = {**(out.metadata or {}), "reward_parts": {"progress": 0.25, "effort": -0.1}}
+        return out
+
+
+def _parts_counter() -> str:
+    from ors_gym import register_class
+
+    return register_class(PartsCounter, env_id="ors/PartsCounter-v0")
+
+
+def test_reward_parts_are_columns_read_from_the_episode() -> None:
+    from ors_gym.trl import RewardPart
+
+    spec = OrsSpec(_parts_counter(), indices=[12], reward_parts=["progress", "done"])
+    assert spec.reward_funcs == [RewardPart("progress"), RewardPart("done")]
+    assert [f.__name__ for f in spec.reward_funcs] == ["ors_reward/progress", "ors_reward/done"]
+    counter = spec.environment_factory()
+    counter.reset(task_index=12)
+    counter.increment(amount=1)
+    counter.increment(amount=1)
+    assert counter.reward_parts == {"progress": 0.5, "effort": -0.2}
+    progress, done = spec.reward_funcs
+    reply = [{"role": "assistant", "content": "Done."}]
+    assert progress(completions=[reply], environments=[counter]) == [0.5]
+    assert done(completions=[reply], environments=[counter]) == [0.0]  # a part never returned
+    assert counter.finished  # the final reply was graded before the parts were read
+    assert asyncio.run(counter.get_reward()) is None  # the parts counted it: no double count
+    assert counter.env.session_id is None
+    assert progress(completions=[reply]) == [None]  # AsyncGRPOTrainer: no environments
 
 
 # -- a real GRPOTrainer run ---------------------------------------------------------------------
@@ -304,6 +389,14 @@ def test_grpo_trains_on_a_mixed_run_with_rewards_from_the_environments(
         mine = [r for s, *_, r in seen if s == k]
         assert value == pytest.approx(sum(mine) / len(mine), abs=1e-6)
     assert len({r for *_, r in seen}) > 1, "rewards never varied: nothing could learn"
+    # TRL also calls each environment's get_reward (a column per class, weight 1): it gives
+    # None once ors_reward counted the return, so the total is ors_reward's alone.
+    for h in (h for h in trainer.state.log_history if "rewards/ors_reward/mean" in h):
+        assert h["reward"] == pytest.approx(h["rewards/ors_reward/mean"], abs=1e-6)
+        assert "rewards/Ors_ors_QA_v0/mean" in h
+    # Every pooled instance gave its session back once scored.
+    pooled = [e for pool in trainer._environment_pool.values() for e in pool]
+    assert pooled and all(e.env.session_id is None for e in pooled)
 
     # A QA rollout the terminal tool ended, graded again by a fresh env from its final reply.
     _, qa_completion, _, _, qa_reward = next(x for x in seen if "QA" in x[2] and x[3])
@@ -326,3 +419,27 @@ def test_import_ors_gym_imports_no_trainer() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_rollout_classes_pickle_and_equal_arguments_share_one() -> None:
+    import pickle
+
+    one = OrsSpec(QA, num_tasks=1, api_key="first").environment_factory
+    assert pickle.loads(pickle.dumps(one)) is one  # TRL compares env classes by identity
+    assert OrsSpec(QA, num_tasks=1, api_key="first").environment_factory is one
+    other = OrsSpec(QA, num_tasks=1, api_key="second").environment_factory
+    assert other is not one and other.__name__ == one.__name__  # secrets never shared
+    assert "first" not in repr(one) and "first" not in repr(one.__dict__.get("__doc__"))
+
+
+def test_reward_part_columns_after_a_rollout_func_read_the_trajectories() -> None:
+    from ors_gym.tokens import Trajectory
+    from ors_gym.trl import RewardPart
+
+    def episode(stop: str, parts: dict[str, float]) -> Trajectory:
+        return Trajectory(rows=[], messages=[], tools=[], stop_reason=stop, reward_parts=parts)
+
+    ran = [episode("completed", {"format": 0.5}), episode("completed", {}),
+           episode("env_error", {"format": 1.0})]
+    column = RewardPart("format")
+    assert column(completions=[[]] * 3, ors_trajectory=ran) == [0.5, 0.0, None]

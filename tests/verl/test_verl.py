@@ -177,10 +177,10 @@ def worker_run(model_dir: Path, model: Any, tok: Any,
     torch.manual_seed(0)
 
     async def run() -> DataProto:
-        from ors_gym.tokens import shared_backends
+        from ors_gym.tokens import shared_pool
 
         done = await worker.generate_sequences(batch_of(dataset_rows, config, tok, model_dir))
-        backends = shared_backends()  # the worker loop's: every sample opened over these
+        backends = shared_pool()  # the worker loop's: every sample opened over these
         server.backends_made = backends.made  # type: ignore[attr-defined]
         await backends.aclose()
         return done
@@ -330,13 +330,13 @@ def test_a_prompt_over_prompt_length_ends_its_sample_only(
     dataset_rows = [rows(COUNTER, num_tasks=1)[0], rows(QA, num_tasks=1)[0]]
 
     async def run() -> DataProto:
-        from ors_gym.tokens import shared_backends
+        from ors_gym.tokens import shared_pool
 
         try:
             return await worker.generate_sequences(batch_of(dataset_rows, config, tok,
                                                             model_dir))
         finally:
-            await shared_backends().aclose()
+            await shared_pool().aclose()
 
     out = asyncio.run(run())
     batch = out.batch

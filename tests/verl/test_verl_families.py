@@ -58,13 +58,13 @@ def test_a_hub_qwen35_with_thinking_off(tmp_path: Path, monkeypatch: pytest.Monk
     worker = AgentLoopWorker(config, llm_client=server)
 
     async def run() -> Any:
-        from ors_gym.tokens import shared_backends
+        from ors_gym.tokens import shared_pool
 
         try:
             return await worker.generate_sequences(
                 batch_of(rows(COUNTER, num_tasks=1), config, tok, model_dir))
         finally:
-            await shared_backends().aclose()
+            await shared_pool().aclose()
 
     out = asyncio.run(run())
     assert out.batch["rm_scores"].sum().item() == 1.0  # 0 + 3 + 3, then done: graded right

@@ -19,13 +19,13 @@ from ors_gym.backends.http._sse import StreamAssembler
 __all__ = [
     "MISSING",
     "Answer",
+    "Effect",
     "Failure",
     "FailureKind",
     "Fetch",
     "Op",
     "Reply",
     "Sleep",
-    "Step",
     "Stream",
     "Streamed",
 ]
@@ -126,10 +126,11 @@ class Failure:
         return self.kind in ("refused", "connect_timeout")
 
 
-Step = Fetch | Stream | Sleep
+#: What an operation asks its driver to do (the I/O it leaves to the caller).
+Effect = Fetch | Stream | Sleep
 Reply = Answer | Streamed | Failure | None
-#: A backend operation: yields steps, is sent what happened, returns the result.
-Op = Generator[Step, Reply, _T]
+#: A backend operation: yields effects, is sent what happened, returns the result.
+Op = Generator[Effect, Reply, _T]
 
 
 class _Missing:

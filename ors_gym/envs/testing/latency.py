@@ -4,6 +4,11 @@
 blocking the server's event loop and returns reward 0; the call numbered
 ``task_spec["length"]`` (default 1,000,000) ends the episode. The time per step
 is therefore known, so a benchmark measures client overhead and concurrency.
+``task_spec["delays_ms"]``, a list, gives each call its own delay instead (in
+order, then again from the start), for latencies that vary from call to call.
+``task_spec["reward_parts"]``, if given, is returned as each call's
+``metadata["reward_parts"]`` exactly as given (well-formed or not), to test how
+clients carry named reward parts.
 """
 
 from __future__ import annotations
@@ -41,7 +46,18 @@ class Latency(BundledEnvironment):
         if not isinstance(length, int) or length < 1:
             raise ValueError(f"Latency 'length' must be a positive integer, got {length!r}")
         self.delay_s = float(delay_ms) / 1000
+        delays = task_spec.get("delays_ms")
+        if delays is not None and (
+            not isinstance(delays, list) or not delays
+            or not all(isinstance(d, int | float) and 0 <= d <= 60_000 for d in delays)
+        ):
+            raise ValueError(
+                f"Latency 'delays_ms' must be a non-empty list of numbers from 0 to 60000, "
+                f"got {delays!r}"
+            )
+        self.delays_s = [float(d) / 1000 for d in delays] if delays else [self.delay_s]
         self.length = length
+        self.reward_parts = task_spec.get("reward_parts")
         self.steps = 0
 
     @classmethod
@@ -57,7 +73,10 @@ class Latency(BundledEnvironment):
     @tool
     async def wait(self) -> ToolOutput:
         """Sleep for the task's delay_ms, then return (reward 0; ends after `length` calls)."""
-        await asyncio.sleep(self.delay_s)
+        await asyncio.sleep(self.delays_s[self.steps % len(self.delays_s)])
         self.steps += 1
         done = self.steps >= self.length
-        return text_output(f"waited {self.steps}", finished=done, metadata={"steps": self.steps})
+        metadata: JSONObject = {"steps": self.steps}
+        if self.reward_parts is not None:
+            metadata["reward_parts"] = self.reward_parts
+        return text_output(f"waited {self.steps}", finished=done, metadata=metadata)

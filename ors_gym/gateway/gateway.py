@@ -1,0 +1,239 @@
+"""The gateway: capture sessions over one tokenizer, one bridge and one token sampler.
+
+A :class:`Gateway` is used in-process (``open_session``, ``trajectory``,
+``close_session``, ``drop_session``) and served as an ASGI app
+(:func:`ors_gym.gateway.app.build_app`). One model turn (:meth:`Gateway.turn`): the
+session's lock is taken (its turns run one at a time, sessions run concurrently), the
+request's prompt is planned (append-only where it continues the row), a slot of
+``max_in_flight`` is taken for the sampler, the completion is parsed by the family's
+rules into the reply, and only then is the turn recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ors_gym.gateway.errors import GatewayError
+from ors_gym.gateway.replies import Reply
+from ors_gym.gateway.requests import TurnRequest
+from ors_gym.gateway.session import CaptureSession
+from ors_gym.sampling import Sample, TokenSampler
+from ors_gym.tokens import Trajectory, stops
+from ors_gym.tokens._choose import make_bridge
+
+logger = logging.getLogger("ors_gym")
+
+__all__ = ["Gateway", "SessionInfo"]
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """An open capture session: its id, its API key, and where an agent points its SDK
+    (``openai_base_url`` for ``OpenAI(base_url=...)``, ``anthropic_base_url`` for
+    ``Anthropic(base_url=...)``; None until the gateway's address is known)."""
+
+    id: str
+    api_key: str
+    openai_base_url: str | None
+    anthropic_base_url: str | None
+
+    def env(self) -> dict[str, str]:
+        """The variables an agent's SDKs read: ``OPENAI_BASE_URL``, ``OPENAI_API_KEY``,
+        ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``."""
+        if self.openai_base_url is None or self.anthropic_base_url is None:
+            raise RuntimeError("the gateway's address is unknown: serve it (ors_gym.gateway."
+                               "serve) or give Gateway(url=...) before asking for variables")
+        return {"OPENAI_BASE_URL": self.openai_base_url, "OPENAI_API_KEY": self.api_key,
+                "ANTHROPIC_BASE_URL": self.anthropic_base_url, "ANTHROPIC_API_KEY": self.api_key}
+
+    def __repr__(self) -> str:  # the key is a credential: never shown
+        return f"SessionInfo(id={self.id!r}, openai_base_url={self.openai_base_url!r})"
+
+
+class Gateway:
+    """Capture sessions for one model: ``tokenizer`` (its family found as ``TokenEnv``
+    finds it; ``renderer`` and ``chat_template_kwargs`` as ``TokenEnv`` takes them) and a
+    :class:`~ors_gym.sampling.TokenSampler`. ``max_in_flight`` bounds the sampler calls
+    at once; ``context_length`` (default: the tokenizer's ``model_max_length`` when set)
+    refuses a longer prompt; ``max_tokens`` is a turn's budget when a request gives none.
+    ``url`` is the address it is served at (``serve`` sets it); ``model`` is the name
+    ``/v1/models`` lists.
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        sampler: TokenSampler,
+        *,
+        renderer: Any = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        model: str = "ors-gym",
+        max_in_flight: int = 64,
+        context_length: int | None = None,
+        max_tokens: int = 4096,
+        url: str | None = None,
+    ) -> None:
+        if isinstance(max_in_flight, bool) or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be a positive int, got {max_in_flight!r}")
+        self.tokenizer = tokenizer
+        self.sampler = sampler
+        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        self.model = model
+        self.max_in_flight = max_in_flight
+        self.max_tokens = max_tokens
+        limit = getattr(tokenizer, "model_max_length", None)
+        self.context_length = context_length or (
+            limit if isinstance(limit, int) and limit < 10**8 else None)
+        self.url = url.rstrip("/") if url else None
+        self.vocab_size = len(tokenizer)
+        self._sessions: dict[str, CaptureSession] = {}
+        self._by_key: dict[str, str] = {}
+        self._turn_locks: dict[str, asyncio.Lock] = {}
+        self._lock = threading.Lock()
+        self._slots: asyncio.Semaphore | None = None
+
+    def __repr__(self) -> str:
+        return (f"Gateway(model={self.model!r}, renderer={self.bridge.name!r}, "
+                f"sessions={len(self._sessions)}, url={self.url!r})")
+
+    # -- the trainer's side -------------------------------------------------------------
+    def open_session(self) -> SessionInfo:
+        """A new capture session: its id, key and base URLs."""
+        session = CaptureSession.new(self.bridge.name)
+        with self._lock:
+            self._sessions[session.id] = session
+            self._by_key[session.key] = session.id
+        return self.info(session.id)
+
+    def info(self, sid: str, url: str | None = None) -> SessionInfo:
+        """Session ``sid``'s id, key and base URLs (at ``url``, default the gateway's)."""
+        session = self._get(sid)
+        root = (url or self.url or "").rstrip("/")
+        base = f"{root}/s/{session.id}" if root else None
+        return SessionInfo(session.id, session.key, base and f"{base}/v1", base)
+
+    def trajectory(self, sid: str) -> Trajectory:
+        """A copy of session ``sid``'s trajectory as recorded so far."""
+        session = self._get(sid)
+        with self._lock:
+            return copy.deepcopy(session.trajectory)
+
+    def close_session(self, sid: str, rewards: Sequence[float] = (), *,
+              stop_reason: str = "completed") -> Trajectory:
+        """End session ``sid`` with its episode's ``rewards`` (each step's, the ORS return
+        their sum): no more model requests are served for it; its trajectory (a copy) is
+        returned and stays readable until :meth:`drop_session`."""
+        if stop_reason not in stops.STOP_REASONS:
+            raise ValueError(f"stop_reason={stop_reason!r}; choose one of {stops.STOP_REASONS}")
+        session = self._get(sid)
+        with self._lock:
+            session.finish(self.bridge, list(rewards), stop_reason)
+            return copy.deepcopy(session.trajectory)
+
+    def drop_session(self, sid: str) -> None:
+        """Forget session ``sid`` (open or closed)."""
+        with self._lock:
+            session = self._sessions.pop(sid, None)
+            if session is None:
+                raise GatewayError(404, f"no capture session {sid!r}")
+            self._by_key.pop(session.key, None)
+            self._turn_locks.pop(sid, None)
+
+    @property
+    def sessions(self) -> list[str]:
+        """The ids of the sessions held (open or closed, not dropped)."""
+        with self._lock:
+            return list(self._sessions)
+
+    # -- the agent's side ----------------------------------------------------------------
+    def find(self, sid: str | None, key: str | None) -> CaptureSession:
+        """The session a request names: by its URL's ``sid``, else by its API key."""
+        with self._lock:
+            if sid is None and key is not None:
+                sid = self._by_key.get(key)
+            session = self._sessions.get(sid) if sid is not None else None
+        if session is None:
+            how = "the URL" if sid is not None else "the API key"
+            raise GatewayError(404, f"no capture session is named by {how}: open one with "
+                                    "POST /sessions (or Gateway.open_session) and use its "
+                                    "base URL or key", code="session_not_found")
+        if session.closed:
+            raise GatewayError(404, f"capture session {session.id} is closed",
+                               code="session_closed")
+        return session
+
+    async def turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
+        """Sample, parse and record one assistant turn for ``request`` (see the module)."""
+        lock = self._turn_locks.setdefault(session.id, asyncio.Lock())
+        async with lock:
+            if session.closed:
+                raise GatewayError(404, f"capture session {session.id} is closed",
+                                   code="session_closed")
+            plan = session.plan(self.bridge, request.messages, request.tools)
+            max_tokens = self._budget(len(plan.prompt), request.max_tokens or self.max_tokens)
+            sample = await self._sample(plan.prompt, max_tokens, request)
+            parsed = self.bridge.parse(plan.prompt, list(sample.ids), request.tools)
+            turn = parsed.numbered(session.trajectory.turns + 1)
+            reply = Reply(request.model or self.model, turn, sample.finish_reason,
+                          len(plan.prompt), len(sample.ids))
+            with self._lock:
+                session.commit(self.bridge, plan, sample, turn)
+            return reply
+
+    def _budget(self, prompt: int, asked: int) -> int:
+        """The turn's token budget: what was asked, within what the context leaves."""
+        if self.context_length is None:
+            return asked
+        budget = self.context_length - prompt
+        if budget < 1:
+            raise GatewayError(
+                400, f"the prompt is {prompt} tokens, at or over the model's context length "
+                     f"of {self.context_length}: shorten the conversation (compact it)",
+                code="context_length_exceeded", param="messages")
+        return min(asked, budget)
+
+    async def _sample(self, prompt: list[int], max_tokens: int, request: TurnRequest) -> Sample:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        async with self._slots:
+            try:
+                sample = await self.sampler.sample(
+                    prompt, max_tokens=max_tokens,
+                    stop_token_ids=sorted(getattr(self.bridge, "stops", ())),
+                    temperature=request.temperature, top_p=request.top_p, logprobs=True)
+            except Exception as exc:
+                logger.warning("the token backend failed a turn: %s: %s",
+                               type(exc).__name__, exc)
+                raise GatewayError(502, f"the token backend failed: {type(exc).__name__}: "
+                                        f"{exc}") from exc
+        problem = _check_sample(sample, self.vocab_size)
+        if problem:
+            logger.warning("the token backend gave an unusable sample: %s", problem)
+            raise GatewayError(502, f"the token backend gave an unusable sample: {problem}")
+        return sample
+
+    def _get(self, sid: str) -> CaptureSession:
+        with self._lock:
+            session = self._sessions.get(sid)
+        if session is None:
+            raise GatewayError(404, f"no capture session {sid!r}", code="session_not_found")
+        return session
+
+
+def _check_sample(sample: Sample, vocab_size: int) -> str | None:
+    if sample.finish_reason == "abort":
+        return "the backend aborted the request"
+    if not sample.ids:
+        return "no ids were sampled"
+    if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size
+           for t in sample.ids):
+        return f"an id outside the tokenizer's vocabulary of {vocab_size}"
+    if sample.logprobs is not None and len(sample.logprobs) != len(sample.ids):
+        return f"{len(sample.logprobs)} logprobs for {len(sample.ids)} ids"
+    return None

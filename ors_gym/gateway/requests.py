@@ -1,0 +1,187 @@
+"""A model request read off the wire: its conversation, tools and sampling options.
+
+OpenAI Chat Completions and Anthropic Messages bodies both become one
+:class:`TurnRequest`. Messages are read by :func:`ors_gym.formats.to_ors_messages`
+one at a time (so two user turns stay two) and written as plain chat dicts:
+``system``/``user``/``tool`` messages as a text model's template reads them, and
+assistant turns as ``{"role": "assistant", "content", "reasoning", "calls"}``, the
+form an echoed turn is matched in. Options the gateway cannot honour exactly
+(``n > 1``, a forced tool choice, stop strings, non-function tools) are refused.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ors_gym.formats import to_ors_messages
+from ors_gym.formats.shapes import as_plain
+from ors_gym.gateway.errors import GatewayError, Wire
+from ors_gym.protocol import ReasoningBlock, TextBlock, ToolCallBlock
+from ors_gym.tokens.chat import chat_messages
+
+__all__ = ["TurnRequest", "read_request"]
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One model request: ``messages`` (chat dicts, assistant turns in matching form),
+    ``tools`` (OpenAI function tools), and how to sample."""
+
+    wire: Wire
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    max_tokens: int | None
+    temperature: float
+    top_p: float
+    stream: bool
+
+
+def read_request(body: Any, wire: Wire) -> TurnRequest:
+    """``body`` (the request's parsed JSON) as a :class:`TurnRequest`; a
+    :class:`GatewayError` (400) naming the field that cannot be served."""
+    if not isinstance(body, Mapping):
+        raise GatewayError(400, "the request body must be a JSON object")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise GatewayError(400, "'messages' must be a non-empty list of messages",
+                           param="messages")
+    if wire == "openai":
+        return _openai(body, messages)
+    return _anthropic(body, messages)
+
+
+def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
+    n = body.get("n")
+    if n not in (None, 1):
+        raise GatewayError(400, f"n={n!r}: the gateway samples one choice per request "
+                                "(send n requests to the session for n samples)", param="n")
+    choice = body.get("tool_choice")
+    if choice not in (None, "auto"):
+        raise GatewayError(400, f"tool_choice={choice!r} is not supported: the gateway "
+                                "samples the model's own turn, so only 'auto' is served",
+                           param="tool_choice")
+    _no_stop(body.get("stop"), "stop")
+    tools = [_openai_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    return TurnRequest(
+        wire="openai",
+        model=str(body.get("model") or ""),
+        messages=read_messages(messages),
+        tools=tools,
+        max_tokens=_positive(max_tokens, "max_tokens"),
+        temperature=_number(body.get("temperature"), "temperature", 1.0),
+        top_p=_number(body.get("top_p"), "top_p", 1.0),
+        stream=bool(body.get("stream")),
+    )
+
+
+def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
+    choice = body.get("tool_choice")
+    kind = choice.get("type") if isinstance(choice, Mapping) else choice
+    if kind not in (None, "auto"):
+        raise GatewayError(400, f"tool_choice type {kind!r} is not supported: the gateway "
+                                "samples the model's own turn, so only 'auto' is served")
+    _no_stop(body.get("stop_sequences"), "stop_sequences")
+    system = body.get("system")
+    head: list[dict[str, Any]] = []
+    if isinstance(system, str) and system:
+        head = [{"role": "system", "content": system}]
+    elif isinstance(system, list) and system:
+        texts = [str(as_plain(b).get("text") or "") for b in system]
+        head = [{"role": "system", "content": "\n".join(texts)}]
+    elif system not in (None, "", []):
+        raise GatewayError(400, "'system' must be a string or a list of text blocks")
+    tools = [_anthropic_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
+    return TurnRequest(
+        wire="anthropic",
+        model=str(body.get("model") or ""),
+        messages=head + read_messages(messages),
+        tools=tools,
+        max_tokens=_positive(body.get("max_tokens"), "max_tokens"),
+        temperature=_number(body.get("temperature"), "temperature", 1.0),
+        top_p=_number(body.get("top_p"), "top_p", 1.0),
+        stream=bool(body.get("stream")),
+    )
+
+
+def read_messages(raw: list[Any]) -> list[dict[str, Any]]:
+    """Wire messages (OpenAI or Anthropic) as chat dicts, assistant turns in matching form."""
+    out: list[dict[str, Any]] = []
+    for i, item in enumerate(raw):
+        try:
+            (message,) = to_ors_messages([item])
+        except ValueError as exc:
+            raise GatewayError(400, f"messages[{i}] cannot be read: {exc}",
+                               param=f"messages[{i}]") from None
+        if message.role != "assistant":
+            out += chat_messages([message], multimodal=False)
+            continue
+        plain = as_plain(item)
+        reasoning = [b.text for b in message.blocks if isinstance(b, ReasoningBlock)]
+        extra = plain.get("reasoning_content") if isinstance(plain, Mapping) else None
+        out.append({
+            "role": "assistant",
+            "content": "".join(b.text for b in message.blocks if isinstance(b, TextBlock)),
+            "reasoning": "\n".join(reasoning) or (str(extra) if extra else None),
+            "calls": [{"id": b.id, "name": b.name, "arguments": dict(b.input)}
+                      for b in message.blocks if isinstance(b, ToolCallBlock)],
+        })
+    return out
+
+
+def _openai_tool(tool: Any, i: int) -> dict[str, Any]:
+    tool = as_plain(tool)
+    if not isinstance(tool, Mapping) or tool.get("type") != "function" or not isinstance(
+        tool.get("function"), Mapping
+    ):
+        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
+        raise GatewayError(400, f"tools[{i}] has type {kind!r}: only function tools "
+                                "({'type': 'function', 'function': {...}}) are served",
+                           param=f"tools[{i}]")
+    fn = tool["function"]
+    if not fn.get("name"):
+        raise GatewayError(400, f"tools[{i}].function has no name", param=f"tools[{i}]")
+    return {"type": "function", "function": {
+        "name": str(fn["name"]), "description": str(fn.get("description") or ""),
+        "parameters": dict(fn.get("parameters") or {"type": "object", "properties": {}})}}
+
+
+def _anthropic_tool(tool: Any, i: int) -> dict[str, Any]:
+    tool = as_plain(tool)
+    if not isinstance(tool, Mapping) or tool.get("type") not in (None, "custom") or not (
+        tool.get("name")
+    ):
+        kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
+        raise GatewayError(400, f"tools.{i} has type {kind!r}: only custom tools "
+                                "({'name', 'description', 'input_schema'}) are served")
+    return {"type": "function", "function": {
+        "name": str(tool["name"]), "description": str(tool.get("description") or ""),
+        "parameters": dict(tool.get("input_schema") or {"type": "object", "properties": {}})}}
+
+
+def _no_stop(value: Any, name: str) -> None:
+    if value not in (None, "", []):
+        raise GatewayError(400, f"{name}={json.dumps(value)} is not supported: a completion "
+                                "cut at a stop string would not be the ids the model sampled",
+                           param=name)
+
+
+def _positive(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise GatewayError(400, f"{name} must be a positive integer, got {value!r}", param=name)
+    return value
+
+
+def _number(value: Any, name: str, default: float) -> float:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise GatewayError(400, f"{name} must be a non-negative number, got {value!r}",
+                           param=name)
+    return float(value)

@@ -1,0 +1,161 @@
+"""``ors_gym.sampling``: vLLM's and SGLang's token endpoints, against the suite's stand-in.
+
+The stand-in (``tests/_token_server.py``) is a real HTTP server answering scripted
+completions over the tiny tokenizer with deterministic logprobs; each test checks
+what the sampler sent (the recorded request) and what it read back (ids, logprobs,
+finish reason), and how it reports a refusal or a server that is down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import socket
+from typing import Any
+
+import pytest
+
+from ors_gym.sampling import Sample, SamplingError, SglangGenerate, TokenSampler, VllmCompletions
+
+if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("trl") is None:
+    pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
+
+from tests._tiny_lm import encode, non_canonical, tiny_tokenizer
+from tests._token_server import Fail, TokenServer, token_logprob
+
+
+@pytest.fixture(scope="module")
+def tok() -> Any:
+    return tiny_tokenizer()
+
+
+def _prompt(tok: Any, text: str = "What is the capital of France?") -> list[int]:
+    return list(tok.apply_chat_template([{"role": "user", "content": text}],
+                                        add_generation_prompt=True, tokenize=True,
+                                        return_dict=False))
+
+
+def _samplers(url: str) -> list[TokenSampler]:
+    return [VllmCompletions(url, "tiny", seed=7), SglangGenerate(url)]
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_both_shapes_return_the_sampled_ids_and_their_logprobs(tok: Any, shape: str) -> None:
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    prompt = _prompt(tok)
+    reply = encode(tok, "Paris<|im_end|>\nnot sampled")
+    with TokenServer(tok, [reply]) as srv:
+        sampler = _samplers(srv.base_url)[0 if shape == "vllm" else 1]
+
+        async def go() -> Sample:
+            try:
+                return await sampler.sample(prompt, max_tokens=32, stop_token_ids=[end],
+                                            temperature=0.7, top_p=0.9)
+            finally:
+                await sampler.aclose()
+
+        sample = asyncio.run(go())
+    cut = reply[: reply.index(end) + 1]  # the stop id kept, nothing after it
+    assert sample == Sample(cut, [token_logprob(t, len(prompt) + i) for i, t in enumerate(cut)],
+                            "stop")
+    (req,) = srv.requests
+    assert req.prompt_ids == prompt
+    if shape == "vllm":
+        assert req.path == "/v1/completions"
+        body = {k: req.body[k] for k in ("model", "max_tokens", "temperature", "top_p",
+                                         "return_token_ids", "skip_special_tokens",
+                                         "stop_token_ids", "logprobs", "seed")}
+        assert body == {"model": "tiny", "max_tokens": 32, "temperature": 0.7, "top_p": 0.9,
+                        "return_token_ids": True, "skip_special_tokens": False,
+                        "stop_token_ids": [end], "logprobs": 0, "seed": 7}
+    else:
+        assert req.path == "/generate"
+        assert req.body["return_logprob"] is True
+        assert req.body["sampling_params"] == {
+            "max_new_tokens": 32, "temperature": 0.7, "top_p": 0.9, "stop_token_ids": [end],
+            "skip_special_tokens": False, "no_stop_trim": True}
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_non_canonical_ids_come_back_verbatim_and_length_is_reported(tok: Any,
+                                                                     shape: str) -> None:
+    odd = non_canonical(tok, encode(tok, "The capital is Paris"))
+    with TokenServer(tok, [odd, "a long answer that goes past the limit"]) as srv:
+        sampler = _samplers(srv.base_url)[0 if shape == "vllm" else 1]
+
+        async def go() -> tuple[Sample, Sample]:
+            try:
+                first = await sampler.sample([1, 2, 3], max_tokens=64, logprobs=False)
+                second = await sampler.sample([1, 2, 3], max_tokens=3)
+                return first, second
+            finally:
+                await sampler.aclose()
+
+        first, second = asyncio.run(go())
+    assert first == Sample(odd, None, "stop")
+    assert tok.decode(first.ids) == "The capital is Paris"
+    assert second.finish_reason == "length" and len(second.ids) == 3
+    assert second.ids == encode(tok, "a long answer that goes past the limit")[:3]
+    sent = srv.requests[0].body
+    assert (sent["logprobs"] is None) if shape == "vllm" else (sent["return_logprob"] is False)
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_a_refusal_names_the_endpoint_the_status_and_the_reason(tok: Any, shape: str) -> None:
+    with TokenServer(tok, [Fail(400, "This model's maximum context length is 8 tokens")]) as srv:
+        sampler = _samplers(srv.base_url)[0 if shape == "vllm" else 1]
+        path = "/v1/completions" if shape == "vllm" else "/generate"
+        with pytest.raises(SamplingError, match=rf"POST {srv.base_url}{path} answered 400: "
+                                                r".*maximum context length is 8"):
+            asyncio.run(sampler.sample([1, 2], max_tokens=4))
+    assert len(srv.requests) == 1  # a refusal is not resent
+
+
+def test_a_server_that_is_down_is_retried_with_a_warning_then_named(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sampler = VllmCompletions(f"http://127.0.0.1:{port}/v1", "tiny", api_key="sk-secret-123")
+    assert sampler.endpoint == f"http://127.0.0.1:{port}/v1/completions"
+    with caplog.at_level(logging.WARNING, logger="ors_gym"), \
+            pytest.raises(SamplingError, match=rf"127.0.0.1:{port}/v1/completions: could not "
+                                               r"connect after 4 attempts"):
+        asyncio.run(sampler.sample([1], max_tokens=1))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3 and all("could not connect" in w for w in warnings)
+    assert "sk-secret" not in repr(sampler) + " ".join(warnings)
+
+
+def test_requests_in_flight_are_bounded_and_the_api_key_is_sent(tok: Any) -> None:
+    with TokenServer(tok, ["a"] * 6) as srv:
+        srv.gate.clear()
+        sampler = VllmCompletions(srv.base_url, "tiny", api_key="sk-k", max_in_flight=2)
+
+        async def go() -> list[Sample]:
+            tasks = [asyncio.create_task(sampler.sample([i + 1], max_tokens=4))
+                     for i in range(6)]
+            for _ in range(2000):  # until the bound is reached (the server holds answers)
+                if srv.in_flight == 2:
+                    break
+                await asyncio.sleep(0.005)
+            srv.gate.set()
+            try:
+                return await asyncio.gather(*tasks)
+            finally:
+                await sampler.aclose()
+
+        samples = asyncio.run(go())
+    assert srv.max_in_flight == 2 and len(samples) == 6
+    assert all(s.ids == encode(tok, "a") for s in samples)
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(ValueError, match="base_url must be an http"):
+        SglangGenerate("localhost:30000")
+    with pytest.raises(ValueError, match="max_in_flight must be at least 1"):
+        VllmCompletions("http://127.0.0.1:1", "m", max_in_flight=0)
+    with pytest.raises(ValueError, match="model must name the served model"):
+        VllmCompletions("http://127.0.0.1:1", "")
+    assert isinstance(SglangGenerate("http://127.0.0.1:1"), TokenSampler)
