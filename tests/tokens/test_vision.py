@@ -2,8 +2,7 @@
 
 Tiny tokenizers around the families' real chat templates and vision tokens
 (``tests/_families.py``), and the families' own processor classes from
-transformers built here around them (no download: the image processor with its
-defaults made small, no video processor, which needs torchvision). Each
+transformers built around them (``tests/_processors.py``: no download). Each
 episode's ids are checked against the processor's own expansion of the same
 conversation (``processor.apply_chat_template`` then ``processor(text, images)``),
 over GridWorld in-process and over HTTP.
@@ -24,6 +23,7 @@ if any(importlib.util.find_spec(m) is None for m in ("transformers", "trl", "ren
                 allow_module_level=True)
 
 from _families import chat_template, completion, family_tokenizer
+from _processors import processor_class, qwen_processor
 
 from ors_gym.envs import GridWorld
 from ors_gym.serving import ServerThread
@@ -34,29 +34,6 @@ GRID = "ors/GridWorld-v0"
 TASK = {"task_spec": {"size": 3, "start": [0, 0], "goal": [2, 2], "cell_px": 28}}
 #: A way there: a blocked move first (the frame repeats), then four moves.
 MOVES = ("up", "right", "right", "down", "down")
-
-
-def _processor_class(base: type, optional: tuple[str, ...]) -> type:
-    """``base`` (a transformers processor class) taking None for the parts it does not need
-    here (the video processor needs torchvision; Gemma 4's audio extractor is unused)."""
-
-    class Tiny(base):  # type: ignore[misc, valid-type]
-        def check_argument_for_proper_class(self, name: str, argument: Any) -> Any:
-            if argument is None and name in optional:
-                return None
-            return super().check_argument_for_proper_class(name, argument)
-
-    Tiny.__name__ = base.__name__
-    return Tiny
-
-
-def qwen_processor(tok: Any, base: str = "Qwen3VLProcessor", template: str | None = None) -> Any:
-    import transformers
-
-    cls = _processor_class(getattr(transformers, base), ("video_processor",))
-    images = transformers.Qwen2VLImageProcessorPil(min_pixels=28 * 28, max_pixels=112 * 112)
-    return cls(image_processor=images, tokenizer=tok, video_processor=None,
-               chat_template=template or tok.chat_template)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +55,7 @@ def gemma() -> Any:
         extra_special_tokens={"image_token": "<|image|>", "boi_token": "<|image>",
                               "eoi_token": "<image|>", "audio_token": "<|audio|>",
                               "boa_token": "<|audio>", "eoa_token": "<audio|>"})
-    cls = _processor_class(transformers.Gemma4Processor, ("video_processor", "feature_extractor"))
+    cls = processor_class(transformers.Gemma4Processor, ("video_processor", "feature_extractor"))
     return cls(feature_extractor=None,
                image_processor=transformers.Gemma4ImageProcessorPil(max_soft_tokens=70),
                tokenizer=tok, video_processor=None, chat_template=tok.chat_template)
@@ -228,6 +205,8 @@ def test_the_batch_and_the_async_env_take_processor(qwen: Any, grid_url: str) ->
             assert obs[k] == processor_ids(qwen, traj)
         first, second = (t.rows[0].images for t in batch.trajectories)
         assert first[1].tobytes() != second[1].tobytes()  # each episode its own frames
+        # one bridge serves both: each row hands it its own image data at each step
+        assert all(e.bridge is batch.core.bridge for e in batch.core._episodes)
 
     async def run() -> Any:
         async with AsyncTokenEnv(AsyncOrsEnv(env_class=GridWorld), qwen) as env:
@@ -237,6 +216,15 @@ def test_the_batch_and_the_async_env_take_processor(qwen: Any, grid_url: str) ->
 
     traj = asyncio.run(run())
     assert len(traj.rows[0].images) == 2 and traj.ids == processor_ids(qwen, traj)
+
+
+def test_the_bridge_memo_never_mixes_a_processor_in(qwen: Any) -> None:
+    """The bridge choice is memoised per tokenizer; a processor bypasses the memo, so a
+    text-only choice made first does not serve a processor, nor the reverse."""
+    tok = qwen.tokenizer
+    assert not TokenEnv(gym.make(GRID), tok).bridge.multimodal
+    assert TokenEnv(gym.make(GRID), tok, processor=qwen).bridge.multimodal
+    assert not TokenEnv(gym.make(GRID), tok).bridge.multimodal
 
 
 # -- the budget counts images ----------------------------------------------------------------
