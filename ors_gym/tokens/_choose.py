@@ -10,8 +10,10 @@ format reads. Where no family can be told, the chat template with Hermes-style
 parsing, said once at WARNING. A known family is never read by another family's
 rules in silence. The choice is made once per tokenizer (weakly held), chat
 template, ``renderer`` name and template arguments: later calls build the bridge
-chosen without detecting or probing again (each call its own bridge, whose
-per-episode state, a multimodal renderer's images, is its own).
+chosen without detecting or probing again (each call its own bridge). With a
+vision model's processor the family's multimodal renderer is built with it (or
+Qwen2.5-VL's template expands its images), chosen each time: the processor holds
+the tokenizer the memo keys weakly, and a text choice must never serve it.
 """
 
 from __future__ import annotations
