@@ -9,11 +9,10 @@ ORS server on 127.0.0.1 with an ephemeral port; ``ors-gym serve`` uses
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
+from ors_gym._uvicorn import UvicornThread
 from ors_gym.backends.local._sdk import (
     load_environment_classes,
     quiet_sdk_logging,
@@ -23,7 +22,7 @@ from ors_gym.backends.local._sdk import (
 __all__ = ["ServerThread", "load_environment_classes", "quiet_sdk_logging", "serve_in_thread"]
 
 
-class ServerThread:
+class ServerThread(UvicornThread):
     """An SDK ``Server`` under uvicorn in a daemon thread, on an ephemeral port.
 
     Use as a context manager; ``url`` is ``http://127.0.0.1:<port>`` once entered.
@@ -34,48 +33,17 @@ class ServerThread:
         self, environments: Sequence[str | type], host: str = "127.0.0.1", port: int = 0
     ) -> None:
         sdk = require_sdk()
-        import uvicorn
-
         self.environments = load_environment_classes(environments)
         self.sdk_server = sdk.Server(list(self.environments))
-        config = uvicorn.Config(
-            self.sdk_server.app,
-            host=host,
-            port=port,
-            log_level="warning",
-            access_log=False,
-            lifespan="on",
-            timeout_keep_alive=60,
-        )
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="ors-server", daemon=True)
-        self._started = threading.Event()
-        self.url = ""
+        super().__init__(self.sdk_server.app, host, port, name="ors-server",
+                         what="ORS server")
 
     def start(self) -> ServerThread:
-        self._thread.start()
-        # uvicorn sets `started` once bound and exposes no event: poll it, bounded.
-        deadline = time.monotonic() + 30
-        while not self._server.started:
-            if not self._thread.is_alive():
-                raise RuntimeError("the ORS server failed to start; see its log above")
-            if time.monotonic() > deadline:
-                raise RuntimeError("the ORS server did not start within 30 s")
-            self._started.wait(0.005)
-        sock = self._server.servers[0].sockets[0]
-        host, port = sock.getsockname()[:2]
-        self.url = f"http://{host}:{port}"
+        super().start()
         return self
-
-    def stop(self) -> None:
-        self._server.should_exit = True
-        self._thread.join(timeout=30)
 
     def __enter__(self) -> ServerThread:
         return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 def serve_in_thread(environments: Sequence[str | type], port: int = 0) -> ServerThread:
