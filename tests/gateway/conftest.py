@@ -45,9 +45,11 @@ def backend(tok: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def script(backend: Any) -> Script:
-    """The backend's script, cleared, and the backend's records cleared."""
+    """The backend's script, cleared, and the backend's records (requests, peak in flight)
+    cleared."""
     backend.script.use(None)
     backend.requests.clear()
+    backend.max_in_flight = 0  # another test's peak (sixteen sessions at once) is not this one's
     backend.gate.set()
     return backend.script  # type: ignore[no-any-return]
 
