@@ -6,6 +6,8 @@ harmony from ids without the gpt-oss renderer, which loads harmony's
 vocabulary from the network. Neither is in ``renderers.__all__``. Outside the
 verified range the hub map is not read (a family is then found from the
 tokenizer's chat template), and gpt-oss text needs the names to be there.
+A multimodal renderer keeps the processor it was built with as ``_processor``
+(None until given: it then loads one from the hub at the first image).
 """
 
 from __future__ import annotations
@@ -16,7 +18,13 @@ from typing import Any
 from ors_gym._compat._versions import note_fallback, version_of, within
 from ors_gym.errors import OrsDependencyError
 
-__all__ = ["VERIFIED", "harmony_parser", "hub_renderer_name", "mapped_renderer_names"]
+__all__ = [
+    "VERIFIED",
+    "harmony_parser",
+    "hub_renderer_name",
+    "mapped_renderer_names",
+    "renderer_processor",
+]
 
 #: renderers releases whose base.MODEL_RENDERER_MAP and parsing.parse_gpt_oss are used here.
 VERIFIED = ((0, 1, 10), (0, 2))
@@ -61,3 +69,16 @@ def harmony_parser() -> Callable[..., Any]:
             f"(installed: {version_of('renderers')}): pip install 'ors-gym[tokens]'"
         ) from exc
     return parse_gpt_oss
+
+
+def renderer_processor(renderer: Any) -> Any:
+    """The processor a multimodal renderer was built with, or None. Outside the verified
+    range, None (the renderer is then taken to have none: images become the text note)."""
+    if not within("renderers", *VERIFIED):
+        note_fallback(
+            "renderers' Renderer._processor",
+            f"renderers {version_of('renderers')} is outside the verified range {VERIFIED}; "
+            "a renderer built by hand is taken to have no processor",
+        )
+        return None
+    return getattr(renderer, "_processor", None)

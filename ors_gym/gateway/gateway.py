@@ -26,6 +26,7 @@ from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
 from ors_gym.tokens import Trajectory, stops
 from ors_gym.tokens._choose import make_bridge
+from ors_gym.tokens._vision import split_processor
 
 logger = logging.getLogger("ors_gym")
 
@@ -63,7 +64,9 @@ class Gateway:
     at once; ``context_length`` (default: the tokenizer's ``model_max_length`` when set)
     refuses a longer prompt; ``max_tokens`` is a turn's budget when a request gives none.
     ``url`` is the address it is served at (``serve`` sets it); ``model`` is the name
-    ``/v1/models`` lists.
+    ``/v1/models`` lists. ``processor``: a vision-language model's processor (or one in
+    the tokenizer's place), for its family's renderer, as ``TokenEnv`` takes it; a
+    request holding images is then refused (400): a token sampler takes ids, no pixels.
     """
 
     def __init__(
@@ -78,12 +81,14 @@ class Gateway:
         context_length: int | None = None,
         max_tokens: int = 4096,
         url: str | None = None,
+        processor: Any = None,
     ) -> None:
         if isinstance(max_in_flight, bool) or max_in_flight < 1:
             raise ValueError(f"max_in_flight must be a positive int, got {max_in_flight!r}")
+        tokenizer, self.processor = split_processor(tokenizer, processor)
         self.tokenizer = tokenizer
         self.sampler = sampler
-        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, self.processor)
         self.model = model
         self.max_in_flight = max_in_flight
         self.max_tokens = max_tokens
@@ -170,6 +175,13 @@ class Gateway:
 
     async def turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
         """Sample, parse and record one assistant turn for ``request`` (see the module)."""
+        if request.images and self.processor is not None:
+            raise GatewayError(
+                400, f"the request holds {request.images} image(s), but this gateway's "
+                     "token sampler takes prompt ids only, not the pixels a vision model "
+                     "reads: send text only, or collect vision episodes with TokenEnv "
+                     "(processor=) or veRL's 'ors' agent loop", code="images_not_supported",
+                param="messages")
         lock = self._turn_locks.setdefault(session.id, asyncio.Lock())
         async with lock:
             if session.closed:

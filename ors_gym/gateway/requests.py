@@ -7,6 +7,8 @@ one at a time (so two user turns stay two) and written as plain chat dicts:
 assistant turns as ``{"role": "assistant", "content", "reasoning", "calls"}``, the
 form an echoed turn is matched in. Options the gateway cannot honour exactly
 (``n > 1``, a forced tool choice, stop strings, non-function tools) are refused.
+Images are counted (``TurnRequest.images``) and shown as a text model's note; a
+vision model's gateway refuses them (its sampler takes ids only).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from typing import Any
 from ors_gym.formats import to_ors_messages
 from ors_gym.formats.shapes import as_plain
 from ors_gym.gateway.errors import GatewayError, Wire
-from ors_gym.protocol import ReasoningBlock, TextBlock, ToolCallBlock
+from ors_gym.protocol import (
+    ImageBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
 from ors_gym.tokens.chat import chat_messages
 
 __all__ = ["TurnRequest", "read_request"]
@@ -28,7 +37,7 @@ __all__ = ["TurnRequest", "read_request"]
 @dataclass(frozen=True)
 class TurnRequest:
     """One model request: ``messages`` (chat dicts, assistant turns in matching form),
-    ``tools`` (OpenAI function tools), and how to sample."""
+    ``tools`` (OpenAI function tools), how to sample, and how many images it holds."""
 
     wire: Wire
     model: str
@@ -38,6 +47,7 @@ class TurnRequest:
     temperature: float
     top_p: float
     stream: bool
+    images: int = 0
 
 
 def read_request(body: Any, wire: Wire) -> TurnRequest:
@@ -67,15 +77,17 @@ def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
     _no_stop(body.get("stop"), "stop")
     tools = [_openai_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    chat, images = read_messages(messages)
     return TurnRequest(
         wire="openai",
         model=str(body.get("model") or ""),
-        messages=read_messages(messages),
+        messages=chat,
         tools=tools,
         max_tokens=_positive(max_tokens, "max_tokens"),
         temperature=_number(body.get("temperature"), "temperature", 1.0),
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
+        images=images,
     )
 
 
@@ -96,27 +108,32 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
     elif system not in (None, "", []):
         raise GatewayError(400, "'system' must be a string or a list of text blocks")
     tools = [_anthropic_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
+    chat, images = read_messages(messages)
     return TurnRequest(
         wire="anthropic",
         model=str(body.get("model") or ""),
-        messages=head + read_messages(messages),
+        messages=head + chat,
         tools=tools,
         max_tokens=_positive(body.get("max_tokens"), "max_tokens"),
         temperature=_number(body.get("temperature"), "temperature", 1.0),
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
+        images=images,
     )
 
 
-def read_messages(raw: list[Any]) -> list[dict[str, Any]]:
-    """Wire messages (OpenAI or Anthropic) as chat dicts, assistant turns in matching form."""
+def read_messages(raw: list[Any]) -> tuple[list[dict[str, Any]], int]:
+    """Wire messages (OpenAI or Anthropic) as chat dicts, assistant turns in matching form,
+    and the number of images they hold (each shown as a text model's note)."""
     out: list[dict[str, Any]] = []
+    images = 0
     for i, item in enumerate(raw):
         try:
             (message,) = to_ors_messages([item])
         except ValueError as exc:
             raise GatewayError(400, f"messages[{i}] cannot be read: {exc}",
                                param=f"messages[{i}]") from None
+        images += _images(message)
         if message.role != "assistant":
             out += chat_messages([message], multimodal=False)
             continue
@@ -130,7 +147,14 @@ def read_messages(raw: list[Any]) -> list[dict[str, Any]]:
             "calls": [{"id": b.id, "name": b.name, "arguments": dict(b.input)}
                       for b in message.blocks if isinstance(b, ToolCallBlock)],
         })
-    return out
+    return out, images
+
+
+def _images(message: Message) -> int:
+    """The images in ``message``, a tool result's included."""
+    blocks = [*message.blocks]
+    blocks += [b for r in message.blocks if isinstance(r, ToolResultBlock) for b in r.blocks]
+    return sum(1 for b in blocks if isinstance(b, ImageBlock))
 
 
 def _openai_tool(tool: Any, i: int) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ors_gym.skyrl._batch import generator_output
 from ors_gym.tokens import AsyncTokenBatch, EnvPool
+from ors_gym.tokens._vision import is_processor
 
 __all__ = ["Sample", "generate"]
 
@@ -42,6 +43,12 @@ async def generate(
     ``chat_template_kwargs``...). ``pool`` (default: the batch's own) lets
     several calls on one loop share connections and discovery.
     """
+    if token_kwargs.get("processor") is not None or is_processor(tokenizer):
+        raise ValueError(
+            "SkyRL's GeneratorOutput has no field for images: a processor cannot be used "
+            "here; pass the text tokenizer (images then reach the model as a note), or "
+            "train a vision model with veRL's 'ors' agent loop"
+        )
     async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, pool=pool,
                                **token_kwargs) as batch:
         try:

@@ -25,6 +25,7 @@ __all__ = [
     "opening_messages",
     "policy_version",
     "reply_messages",
+    "sees_images",
     "tool_specs",
 ]
 
@@ -55,7 +56,7 @@ def opening_messages(
 ) -> list[dict[str, Any]]:
     """The task's opening turns as renderer messages, led by the renderer's own system
     message declaring ``tools`` (the task's system text, if any, goes in it)."""
-    chat = chat_messages(opening, multimodal=False)
+    chat = chat_messages(opening, multimodal=sees_images(renderer))
     system = [system_prompt] if system_prompt else []
     while chat and chat[0]["role"] == "system":
         system.append(str(chat.pop(0)["content"]))
@@ -96,11 +97,18 @@ def assistant_action(message: Mapping[str, Any], step: int) -> tuple[AssistantTu
     return AssistantTurn(tuple(calls), text, tuple(errors)), kept
 
 
-def reply_messages(exchange: StepExchange) -> list[dict[str, Any]]:
+def sees_images(renderer: Any) -> bool:
+    """Whether tinker-cookbook's renderer renders images (a vision renderer built with its
+    image processor): it then gets them as image parts, else a note per image."""
+    return getattr(renderer, "image_processor", None) is not None
+
+
+def reply_messages(exchange: StepExchange, *, multimodal: bool = False) -> list[dict[str, Any]]:
     """The env's reply to a step as renderer messages: one ``tool`` message per call
-    (with the call's id and name), then a ``user`` message for anything else it said."""
+    (with the call's id and name, its images inside it for a renderer that renders
+    them), then a ``user`` message for anything else it said."""
     names = {tc.id: tc.name for tc in exchange.turn.tool_calls}
-    out = chat_messages([exchange_messages(exchange)[1]], multimodal=False)
+    out = chat_messages([exchange_messages(exchange)[1]], multimodal=multimodal)
     for msg in out:
         if msg["role"] == "tool" and msg.get("tool_call_id") in names:
             msg["name"] = names[msg["tool_call_id"]]

@@ -34,6 +34,7 @@ from ors_gym.tinker._convert import (
     opening_messages,
     policy_version,
     reply_messages,
+    sees_images,
     tool_specs,
 )
 from ors_gym.tokens import stops
@@ -112,7 +113,7 @@ class OrsMessageEnv(MessageEnv):
             metrics.update({f"reward_parts/{k}": v for k, v in self.reward_parts.items()})
             await self.end()
         else:
-            self.history += reply_messages(exchange)
+            self.history += reply_messages(exchange, multimodal=sees_images(self.renderer))
         return MessageStepResult(
             reward=float(reward) if self.step_rewards else 0.0,
             episode_done=self.done,

@@ -10,8 +10,10 @@ format reads. Where no family can be told, the chat template with Hermes-style
 parsing, said once at WARNING. A known family is never read by another family's
 rules in silence. The choice is made once per tokenizer (weakly held), chat
 template, ``renderer`` name and template arguments: later calls build the bridge
-chosen without detecting or probing again (each call its own bridge, whose
-per-episode state, a multimodal renderer's images, is its own).
+chosen without detecting or probing again (each call its own bridge). With a
+vision model's processor the family's multimodal renderer is built with it (or
+Qwen2.5-VL's template expands its images), chosen each time: the processor holds
+the tokenizer the memo keys weakly, and a text choice must never serve it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.families import DEFAULT, Family, detect, family, warn_once
+from ors_gym.tokens._images import TemplateImagesBridge, vision_family
 from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.tokens._vision import refusal
 from ors_gym.tokens.bridge import _PROBE_TOOLS, Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
@@ -45,14 +49,20 @@ _CHOSEN: weakref.WeakKeyDictionary[Any, dict[tuple[str, str, int], _Choice]] = (
 
 
 def make_bridge(
-    tokenizer: Any, renderer: Any, chat_template_kwargs: Mapping[str, Any] | None
+    tokenizer: Any,
+    renderer: Any,
+    chat_template_kwargs: Mapping[str, Any] | None,
+    processor: Any = None,
 ) -> Bridge:
     """``renderer``: None (the tokenizer's family, found), ``"template"`` (its chat
     template, read by its family's rules), a renderers name/config/Renderer, or a
-    :class:`~ors_gym.tokens.Bridge`."""
+    :class:`~ors_gym.tokens.Bridge`. ``processor``: a vision model's processor, for the
+    family's multimodal renderer (:mod:`ors_gym.tokens._images`)."""
     if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
         return renderer
     kwargs = dict(chat_template_kwargs or {})
+    if processor is not None:  # not memoised: the processor holds the tokenizer it would key
+        return _vision_bridge(tokenizer, processor, renderer, kwargs)
     if renderer is not None and not isinstance(renderer, str):  # a renderers config/Renderer
         return _renderer_bridge(tokenizer, renderer, kwargs)
     template = getattr(tokenizer, "chat_template", None)
@@ -120,9 +130,32 @@ def _choose(tokenizer: Any, renderer: str | None, kwargs: dict[str, Any]) -> Bri
     return bridge
 
 
-def _renderer_bridge(tokenizer: Any, renderer: Any, kwargs: dict[str, Any]) -> RenderersBridge:
-    """The one place a renderers renderer is built into a bridge."""
-    return RenderersBridge(tokenizer, renderer, kwargs)
+def _renderer_bridge(
+    tokenizer: Any, renderer: Any, kwargs: dict[str, Any], processor: Any = None
+) -> RenderersBridge:
+    """The one place a renderers renderer is built into a bridge (with a vision model's
+    processor, rebuilt to render its images)."""
+    return RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
+
+
+def _vision_bridge(
+    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
+) -> Bridge:
+    """The bridge that renders ``processor``'s images for ``tokenizer``'s family
+    (:mod:`ors_gym.tokens._images`), or a ValueError naming the processor where that
+    family renders no image."""
+    name = vision_family(tokenizer, processor, renderer)
+    if name == "qwen2.5-vl":
+        return TemplateImagesBridge(tokenizer, processor, kwargs)
+    if renderer is None or isinstance(renderer, str):
+        renderer = family(name).renderer
+        if renderer is None:
+            raise refusal(processor, name, "renders no images here (no renderer serves it)")
+    bridge = _renderer_bridge(tokenizer, renderer, kwargs, processor)
+    if not bridge.multimodal:
+        raise refusal(processor, bridge.name.removeprefix("renderers:"),
+                      "renders text only: its renderer takes no image")
+    return bridge
 
 
 def _fallback(

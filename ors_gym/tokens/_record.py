@@ -27,6 +27,7 @@ from ors_gym.protocol import Message
 from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
+from ors_gym.tokens._vision import accept, extend_row, row_images, split_processor
 from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
@@ -109,8 +110,10 @@ class TokenRecord:
         *,
         max_tokens: int | None,
         system: str | None,
+        processor: Any = None,
     ) -> None:
-        bridge = make_bridge(tokenizer, renderer, chat_template_kwargs)
+        tokenizer, processor = split_processor(tokenizer, processor)
+        bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, processor)
         if max_tokens is not None and (isinstance(max_tokens, bool) or max_tokens < 1):
             raise ValueError(f"max_tokens must be a positive int or None, got {max_tokens!r}")
         self.tokenizer = tokenizer
@@ -132,14 +135,16 @@ class TokenRecord:
             messages.append({"role": "system", "content": self.system})
         messages += chat_messages(opening, multimodal=self.bridge.multimodal)
         prompt = self.bridge.prompt(messages, tools)
+        first = TokenRow(prompt_ids=prompt)
+        accept(first, row_images(self.bridge, messages))
         self.trajectory = Trajectory(
-            rows=[TokenRow(prompt_ids=prompt)],
+            rows=[first],
             messages=messages,
             tools=tools,
             renderer=self.bridge.name,
             images=_images(observation),
         )
-        self.trajectory.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        self.trajectory.multi_modal_data = first.multi_modal_data
         return list(prompt)
 
     def reset_info(self, info: Mapping[str, Any], observation: Any) -> dict[str, Any]:
@@ -207,15 +212,24 @@ class TokenRecord:
                                parse_errors=bool(turn.errors))
         said: list[dict[str, Any]] = []  # the reply's messages the model will read
         next_row: TokenRow | None = None
+        images = next_images = None  # the images of the ids added, of the next row's prompt
         if stop is not None:  # the model reads no more: only close its turn
             tail = self.bridge.close(ids)
         else:
-            added = self.bridge.extend(previous, ids, new, traj.tools, turn=message)
+            added, pending = extend_row(self.bridge, row, previous, ids, new, traj.tools,
+                                        message)
             if added is None:  # not provably append-only: a new row from the conversation
-                tail, said = self.bridge.close(ids), new
+                tail = self.bridge.close(ids)
                 history = [*traj.messages, message, *new]
-                next_row = TokenRow(prompt_ids=self.bridge.prompt(history, traj.tools),
-                                    first_message=len(history))
+                prompt = self.bridge.prompt(history, traj.tools)
+                # a new row's prompt counts what it adds beyond the episode's first prompt
+                if self.max_tokens is not None and (
+                        len(prompt) - len(traj.rows[0].prompt_ids) > self.max_tokens):
+                    stop, truncated = stops.MAX_TOKENS, True
+                else:
+                    said = new
+                    next_row = TokenRow(prompt_ids=prompt, first_message=len(history))
+                    next_images = row_images(self.bridge, history)
             elif (
                 self.max_tokens is not None
                 and len(row.completion_ids) + len(ids) + len(added) > self.max_tokens
@@ -223,11 +237,12 @@ class TokenRecord:
                 stop, truncated = stops.MAX_TOKENS, True
                 tail = self.bridge.close(ids)
             else:
-                tail, said = added, new
+                tail, said, images = added, new, pending
         parts = step_parts(info)
         # -- the record changes from here on; nothing below raises --
         row.add(ids, sampled=True, logprobs=logprobs)
         row.add(tail, sampled=False)
+        accept(row, images)  # the images, now that their ids are in
         row.turns += 1
         traj.policy_versions.append(self.version)
         traj.rewards.append(float(reward))
@@ -236,6 +251,7 @@ class TokenRecord:
         traj.messages += [message, *said]
         traj.images += _images(observation)
         if next_row is not None:
+            accept(next_row, next_images)
             traj.rows.append(next_row)
             row = next_row
             logger.debug("new token row at turn %d (history not provably kept)", traj.turns)
@@ -246,7 +262,7 @@ class TokenRecord:
         ):
             stop, truncated = stops.MAX_TOKENS, True
         traj.stop_reason = stop
-        traj.multi_modal_data = getattr(self.bridge, "multi_modal_data", None)
+        traj.multi_modal_data = row.multi_modal_data
         info = dict(info)
         info.update(
             exchange=exchange,

@@ -21,6 +21,7 @@ from ors_gym.families import (
     parse_text,
 )
 from ors_gym.protocol import ReasoningBlock
+from ors_gym.tokens._vision import renderer_with_processor, renders_images
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -48,6 +49,8 @@ class RenderersBridge:
         tokenizer: Any,
         renderer: Any,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        *,
+        processor: Any = None,
     ) -> None:
         self.tokenizer = tokenizer
         lib = renderers_lib()
@@ -70,12 +73,14 @@ class RenderersBridge:
                 f"renderer must be None, 'template', a renderers name or config, a renderers "
                 f"Renderer or an ors_gym.tokens Bridge; got {type(renderer).__name__}"
             )
+        if processor is not None:  # renderers' factory takes none: the renderer, rebuilt
+            renderer = renderer_with_processor(renderer, tokenizer, processor)
         self.renderer = renderer
         config = getattr(renderer, "config", None)
         config_name = str(getattr(config, "name", type(renderer).__name__))
         self.name = f"renderers:{config_name}"
         self.family: Family = _family_or_own(config_name)
-        self.multimodal = bool(lib.is_multimodal(renderer))
+        self.multimodal = renders_images(lib, renderer, config_name)
         self.stops = frozenset(renderer.get_stop_token_ids())
         self.multi_modal_data: Any = None
 

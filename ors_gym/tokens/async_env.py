@@ -29,18 +29,20 @@ class AsyncTokenEnv:
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        processor: Any = None,
     ) -> None:
         self.env = env
         self._core = ors_core(env)
         self._core.prefetch_messages = True
-        self.tokenizer = tokenizer
         self._record = TokenRecord(
             tokenizer,
             renderer,
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
+            processor=processor,
         )
+        self.tokenizer = self._record.tokenizer  # a processor's own tokenizer
         self.bridge = self._record.bridge
 
     @property

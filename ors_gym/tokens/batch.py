@@ -11,8 +11,8 @@ back as it ends (see ``_free``), so a slow tool holds up only its own episode.
 Each episode is an ``AsyncTokenEnv`` (``_episode.BatchEpisode``) over an
 :class:`~ors_gym.tokens.EnvPool`: one backend (one connection pool, one
 ``/tools`` discovery) per environment id and arguments, kept across batches.
-One bridge serves the whole batch (a bridge keeps no episode's state, but a
-multimodal renderer's image data: then each episode has its own). An episode's
+One bridge serves the whole batch (it keeps no episode's state: a vision
+model's image data is each row's own, handed to the bridge at each step). An episode's
 failure stays its own: it ends with its stop reason (``env_error``,
 ``timeout``, ``parse_error``) and ``info["error"]`` while the others go on; an
 episode's session is deleted the moment the episode ends.
@@ -40,6 +40,7 @@ from ors_gym.tokens._episode import BatchEpisode
 from ors_gym.tokens._free import EndedEpisode, Sampler, run_free
 from ors_gym.tokens._open import EnvPool, EpisodeRow
 from ors_gym.tokens._record import TokenRecord
+from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import Trajectory
 
@@ -53,10 +54,11 @@ class AsyncTokenBatch:
     """N token episodes on one event loop, in lockstep or free-running.
 
     ``tokenizer``, ``renderer``, ``max_tokens``, ``system`` and
-    ``chat_template_kwargs`` are ``TokenEnv``'s, for every episode. ``pool``:
-    an :class:`~ors_gym.tokens.EnvPool` to open episodes over (shared with
-    other batches on the same loop, and not closed with this one); by default
-    the batch makes its own and closes it in ``close()``.
+    ``chat_template_kwargs`` and ``processor`` are ``TokenEnv``'s, for every episode.
+    ``pool``: an :class:`~ors_gym.tokens.EnvPool` to open episodes over (shared
+    with other batches on the same loop, and not closed with this one); by
+    default the batch makes its own and closes it in ``close()``. The episodes
+    share one bridge: a vision model's image data is each row's own.
     """
 
     def __init__(
@@ -68,11 +70,12 @@ class AsyncTokenBatch:
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         pool: EnvPool | None = None,
+        processor: Any = None,
     ) -> None:
+        tokenizer, self.processor = split_processor(tokenizer, processor)
         self.tokenizer = tokenizer
-        self._renderer = renderer
-        self._template = dict(chat_template_kwargs or {})
-        self.bridge: Bridge = make_bridge(tokenizer, renderer, self._template)
+        self.bridge: Bridge = make_bridge(tokenizer, renderer, chat_template_kwargs,
+                                          self.processor)
         TokenRecord(tokenizer, self.bridge, None, max_tokens=max_tokens, system=system)  # checks
         self.max_tokens = max_tokens
         self.system = system
@@ -190,12 +193,9 @@ class AsyncTokenBatch:
         await self.close()
 
     def _episode(self, row: EpisodeRow) -> BatchEpisode:
-        bridge = self.bridge
-        if bridge.multimodal and not isinstance(self._renderer, Bridge):
-            # a multimodal renderer keeps the episode's image data: one per episode
-            bridge = make_bridge(self.tokenizer, self._renderer, self._template)
-        return BatchEpisode(row, self.pool.env(row), self.tokenizer, renderer=bridge,
-                            max_tokens=self.max_tokens, system=self.system)
+        return BatchEpisode(row, self.pool.env(row), self.tokenizer, renderer=self.bridge,
+                            max_tokens=self.max_tokens, system=self.system,
+                            processor=self.processor)
 
 
 def _rows(rows: Rows) -> list[EpisodeRow]:

@@ -70,7 +70,10 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     :class:`~ors_gym.tokens.Bridge`. ``max_tokens``: truncate the episode when
     the ids after the first prompt would exceed this. ``system``: a system
     prompt put first. ``chat_template_kwargs``: for the template and the renderer
-    (e.g. ``{"enable_thinking": False}``).
+    (e.g. ``{"enable_thinking": False}``). ``processor``: a vision-language model's
+    processor (``Qwen3VLProcessor``, ``Gemma4Processor``...; also accepted in the
+    tokenizer's place): images are rendered where the family's template puts them,
+    expanded as the processor expands them, and each row keeps its own.
     """
 
     def __init__(
@@ -82,6 +85,7 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
         max_tokens: int | None = None,
         system: str | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        processor: Any = None,
     ) -> None:
         super().__init__(env)
         self._core = ors_core(env)
@@ -93,7 +97,9 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
             chat_template_kwargs,
             max_tokens=max_tokens,
             system=system,
+            processor=processor,
         )
+        self.tokenizer = tokenizer = self._record.tokenizer  # a processor's own tokenizer
         self.bridge = self._record.bridge
         self.observation_space = TokenSpace(len(tokenizer))
         self.action_space = TokenSpace(len(tokenizer))

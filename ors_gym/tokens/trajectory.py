@@ -35,6 +35,8 @@ class TokenRow:
     logprobs: list[float] = field(default_factory=list)
     turns: int = 0
     first_message: int = 0
+    images: list[Any] = field(default_factory=list)
+    multi_modal_data: Any = None
 
     @property
     def ids(self) -> list[int]:
@@ -72,11 +74,12 @@ class Trajectory:
     ``"env_error"``, ``"timeout"``); ``failed`` says the environment failed.
     ``logprobs_given``: every turn came with the sampler's logprobs. ``images``:
     the images the environment sent (arrays, in order), also for a text model
-    that saw only a note; ``multi_modal_data``: a multimodal renderer's data for
-    the last row's placeholders. ``policy_versions``: one per sampled turn, in
-    order, the version of the weights that sampled it (a step action's
-    ``"policy_version"``; None where the sampler named none). ``reward_parts``:
-    the named parts the environment gave with its rewards
+    that saw only a note, and the final reply's the model never read; the images a
+    vision model saw are each row's ``TokenRow.images``. ``multi_modal_data``: a
+    multimodal renderer's data for the last row's placeholders. ``policy_versions``:
+    one per sampled turn, in order, the version of the weights that sampled it (a
+    step action's ``"policy_version"``; None where the sampler named none).
+    ``reward_parts``: the named parts the environment gave with its rewards
     (``ToolOutput.metadata["reward_parts"]``), summed per name over the episode.
     """
 
@@ -147,18 +150,25 @@ class Trajectory:
     def to_trl(self, row: int = -1) -> dict[str, Any]:
         """TRL ``rollout_func`` fields for one row (the last by default): ``prompt_ids``,
         ``completion_ids``, ``logprobs`` (None unless the sampler gave them) and
-        ``env_mask`` (1 on sampled ids), and ``policy_versions`` (the row's turns')."""
+        ``env_mask`` (1 on sampled ids), ``policy_versions`` (the row's turns'); for a
+        vision model, ``images`` (the row's)."""
         r = self.rows[row]
-        return {
+        out: dict[str, Any] = {
             "prompt_ids": list(r.prompt_ids),
             "completion_ids": list(r.completion_ids),
             "logprobs": list(r.logprobs) if self.logprobs_given else None,
             "env_mask": list(r.mask),
             "policy_versions": self.row_versions(row),
         }
+        if r.images:  # a vision model's: the row's images, in placeholder order
+            out["images"] = list(r.images)
+        return out
 
     def to_verl(self, row: int = -1) -> dict[str, Any]:
-        """veRL ``AgentLoopOutput`` fields for one row (the last by default)."""
+        """veRL ``AgentLoopOutput`` fields for one row (the last by default); for a vision
+        model, ``multi_modal_data={"images": [...]}`` (``AgentLoopOutput``'s key): the
+        images whose placeholders are in the row, in order, as veRL's processor expands
+        them."""
         r = self.rows[row]
         out: dict[str, Any] = {
             "prompt_ids": list(r.prompt_ids),
@@ -175,8 +185,8 @@ class Trajectory:
                 "reward_parts": dict(self.reward_parts),
             },
         }
-        if self.multi_modal_data is not None or self.images:
-            out["multi_modal_data"] = {"image": list(self.images)}
+        if r.images:  # exactly the images whose placeholders are in this row, in order
+            out["multi_modal_data"] = {"images": list(r.images)}
         return out
 
     def to_skyrl(self, row: int = -1) -> dict[str, Any]:
@@ -185,8 +195,16 @@ class Trajectory:
         (SkyRL's names, :data:`ors_gym.tokens.stops.SKYRL`: ``"length"`` for a token
         budget, ``"abort"`` for an environment failure, else ``"stop"``),
         ``rollout_logprobs``, ``policy_versions`` (the row's turns'), ``reward_parts``
-        (the episode's) and, for step-wise training, ``is_last_step``."""
+        (the episode's) and, for step-wise training, ``is_last_step``. A row with images
+        (a vision model's) is refused: SkyRL's output carries none."""
         r = self.rows[row]
+        if r.images:
+            raise ValueError(
+                "SkyRL's GeneratorOutput has no field for images, and this row's ids hold "
+                f"{len(r.images)} image placeholder run(s): train a vision model with veRL's "
+                "'ors' agent loop (to_verl() carries the images), or drop processor= so the "
+                "model reads a note per image"
+            )
         return {
             "prompt_token_ids": list(r.prompt_ids),
             "response_ids": list(r.completion_ids),

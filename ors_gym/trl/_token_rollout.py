@@ -45,6 +45,15 @@ class TokenRollouts:
         split: str,
         token_kwargs: Mapping[str, Any],
     ) -> None:
+        if token_kwargs.get("processor") is not None:
+            raise ValueError(
+                "TRL's rollout_func cannot hand images to the trainer: GRPOTrainer trains a "
+                "rollout_func's samples with the dataset's images only, so the frames the "
+                "model saw would be missing from its forward pass. Drop processor= from "
+                "token_kwargs (the model then reads a note per image), or train a vision "
+                "model with veRL's 'ors' agent loop; TokenEnv's to_trl() carries a row's "
+                "images for a loop of your own"
+            )
         self._env_kwargs = {k: dict(v) for k, v in env_kwargs.items()}
         self._split = split
         self._token_kwargs = dict(token_kwargs)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ors_gym.sampling import TokenSampler
 from ors_gym.tokens import EpisodeRow
+from ors_gym.tokens._vision import is_processor
 from ors_gym.trl._worker_loop import LoopSettings, _Hooks, run_groups
 
 __all__ = ["OrsRolloutWorker"]
@@ -51,7 +52,8 @@ class OrsRolloutWorker:
     environment's ``score_group`` to the returns (None: where the environment has one).
     ``queue_maxsize``: the ``rollout_buffer``'s bound (0: none); a full buffer holds
     scoring back. ``max_groups``: play this many groups, then idle (None: cycle the rows
-    for as long as the worker runs).
+    for as long as the worker runs). A vision model's processor is refused (a
+    ``RolloutSample`` carries no images).
     """
 
     def __init__(
@@ -89,6 +91,12 @@ class OrsRolloutWorker:
             raise TypeError("sampler must be a TokenSampler (ors_gym.sampling.VllmCompletions, "
                             f"SglangGenerate or one of your own), got {type(sampler).__name__}")
         self._rows, token_kwargs = _rows_of(source)
+        if token_kwargs.get("processor") is not None or is_processor(tokenizer):
+            raise ValueError(
+                "TRL's RolloutSample carries no images and a TokenSampler takes no pixels: a "
+                "vision model's processor cannot be used here. Pass the processor's text "
+                "tokenizer (images then reach the model as a note), or train a vision model "
+                "with veRL's 'ors' agent loop")
         token_kwargs.update({k: v for k, v in (("renderer", renderer), ("system", system),
                                                ("chat_template_kwargs", chat_template_kwargs))
                              if v is not None})

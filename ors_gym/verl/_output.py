@@ -11,7 +11,10 @@ episode's ``stop_reason`` (:mod:`ors_gym.tokens.stops`) is an extra field, with
 (``env_error``, ``timeout``) or whose first prompt did not fit
 (``context_overflow``) has its ``response_mask`` zeroed, so it is not trained
 on (and the overflowing prompt is cut to ``rollout.prompt_length`` from the
-left, as veRL cuts its own, with reward 0).
+left, as veRL cuts its own, with reward 0). A vision model's row carries its images as
+``multi_modal_data={"images": [...]}``, which veRL's processor expands again (pixel
+values, M-RoPE positions) against the row's placeholders; an overflowing prompt (never
+trained on) goes without its images and their placeholders, whose runs the cut would split.
 """
 
 from __future__ import annotations
@@ -54,14 +57,9 @@ def agent_loop_output(
     """
     from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
 
-    if trajectory.multi_modal_data is not None:
-        raise ValueError(
-            "the 'ors' agent loop trains text models: this trajectory carries a multimodal "
-            "renderer's image data; build the AsyncTokenEnv without a multimodal renderer "
-            "(images then reach the model as a note)"
-        )
     fields = trajectory.to_verl()
-    fields.pop("multi_modal_data", None)  # images the text model saw only as a note
+    # a vision model's: the images whose placeholders are in the row, veRL's processor's input
+    images = fields.pop("multi_modal_data", None) or {}
     cut = slice(None, response_length)
     fields["response_ids"] = fields["response_ids"][cut]
     fields["response_mask"] = fields["response_mask"][cut]
@@ -72,6 +70,8 @@ def agent_loop_output(
         fields["response_mask"] = [0] * len(fields["response_mask"])
     if overflow:
         fields["reward_score"] = 0.0
+        if images:  # not trained on: cut, its image runs would not match its images
+            fields["prompt_ids"], images = _without_images(trajectory), {}
         if prompt_length is not None:
             fields["prompt_ids"] = fields["prompt_ids"][-prompt_length:]
     fields["num_turns"] = num_turns(trajectory.messages)
@@ -84,6 +84,15 @@ def agent_loop_output(
     }
     return AgentLoopOutput(
         **fields,
-        multi_modal_data={},
+        multi_modal_data=images,
         metrics=AgentLoopMetrics(**dict(metrics or {})),
     )
+
+
+def _without_images(trajectory: Trajectory) -> list[int]:
+    """The last row's prompt without its images' placeholder runs."""
+    row = trajectory.rows[-1]
+    runs = getattr(row.multi_modal_data, "mm_placeholders", {}).get("image", ())
+    drop = {i for r in runs for i in range(r.offset, r.offset + r.length)}
+    return [t for i, t in enumerate(row.prompt_ids) if i not in drop]
+

@@ -60,7 +60,10 @@ class OrsAgentLoop(AgentLoopBase):
         row = EpisodeRow.from_row(kwargs)
         template = dict(self.apply_chat_template_kwargs or {})
         # the worker's backends (one per environment, shared by every sample on its loop)
-        batch = AsyncTokenBatch(self.tokenizer, renderer=_bridge(self.tokenizer, template),
+        # a vision model's processor (veRL's) renders the images; one bridge serves all samples
+        processor = getattr(self, "processor", None)
+        batch = AsyncTokenBatch(self.tokenizer,
+                                renderer=_bridge(self.tokenizer, template, processor),
                                 max_tokens=self.response_length, pool=shared_pool())
         metrics: dict[str, Any] = {}
         preempted: list[int] = []
@@ -80,9 +83,10 @@ class OrsAgentLoop(AgentLoopBase):
             while not trajectory.done:
                 left = self.response_length - len(trajectory.completion_ids)
                 params = {**sampling_params, "max_tokens": max(1, left)}
+                images = {"image_data": trajectory.rows[-1].images} if processor else {}
                 with simple_timer("generate_sequences", metrics):
                     out = await self.server_manager.generate(
-                        request_id=request_id, prompt_ids=ids, sampling_params=params
+                        request_id=request_id, prompt_ids=ids, sampling_params=params, **images
                     )
                 if out.num_preempted is not None:
                     preempted.append(int(out.num_preempted))
@@ -108,13 +112,15 @@ class OrsAgentLoop(AgentLoopBase):
 _BRIDGES: weakref.WeakKeyDictionary[Any, dict[str, Bridge]] = weakref.WeakKeyDictionary()
 
 
-def _bridge(tokenizer: Any, template: dict[str, Any]) -> Bridge:
-    key = repr(sorted(template.items()))
+def _bridge(tokenizer: Any, template: dict[str, Any], processor: Any = None) -> Bridge:
+    """The bridge (kept per tokenizer, template arguments and processor): each row keeps
+    its own images, so one bridge serves every sample, a vision model's too."""
+    key = repr((sorted(template.items()), id(processor)))
     try:
         per_tokenizer = _BRIDGES.setdefault(tokenizer, {})
     except TypeError:  # a tokenizer that cannot be weakly referenced: a bridge each time
-        return make_bridge(tokenizer, None, template)
+        return make_bridge(tokenizer, None, template, processor)
     bridge = per_tokenizer.get(key)
     if bridge is None:
-        bridge = per_tokenizer[key] = make_bridge(tokenizer, None, template)
+        bridge = per_tokenizer[key] = make_bridge(tokenizer, None, template, processor)
     return bridge

@@ -45,7 +45,8 @@ def backend(tok: Any) -> Iterator[Any]:
 
 @pytest.fixture
 def script(backend: Any) -> Script:
-    """The backend's script, cleared, and the backend's records cleared."""
+    """The backend's script, cleared, and the backend's records (requests, peak in flight)
+    cleared."""
     backend.script.use(None)
     backend.requests.clear()
     backend.max_in_flight = backend.in_flight  # the most held at once, counted from here

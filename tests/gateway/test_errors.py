@@ -168,3 +168,46 @@ def test_a_closed_session_takes_no_more_turns(gateway: Any, held: tuple[Any, dic
     assert trajectory_json(gateway.trajectory(session.id)) == closed
     with pytest.raises(ValueError, match="stop_reason"):
         gateway.close_session(session.id, [1.0], stop_reason="finished")
+
+
+def _png() -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.new("RGB", (28, 28), "red").save(out, format="PNG")
+    return base64.b64encode(out.getvalue()).decode()
+
+
+def test_a_vision_models_gateway_refuses_images(backend: Any, script: Any) -> None:
+    """``processor=`` (here in the tokenizer's place) reaches the family's renderer, but a
+    token sampler takes ids, no pixels: a request holding an image, in a user turn or a tool
+    result, is refused in each wire's shape; nothing is sampled or recorded."""
+    from _families import family_tokenizer
+    from _processors import qwen_processor
+
+    proc = qwen_processor(family_tokenizer("qwen3.5"))
+    gw = Gateway(proc, VllmCompletions(backend.base_url, "tiny"), model="vl")
+    assert gw.tokenizer is proc.tokenizer and gw.processor is proc and gw.bridge.multimodal
+    png = _png()
+    shown = {"role": "user", "content": [
+        {"type": "text", "text": "What is here?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{png}"}}]}
+    returned = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+        "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": png}}]}]}
+    with GatewayThread(gw), httpx.Client(base_url=gw.url) as http:
+        session = gw.open_session()
+        body = _check_shape(http.post(_path(session, "openai"),
+                                      json=_body("openai", {"messages": [shown]})), "openai", 400)
+        assert body["error"]["code"] == "images_not_supported"
+        assert "1 image(s)" in body["error"]["message"]
+        call = {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "look", "input": {}}]}
+        body = _check_shape(http.post(_path(session, "anthropic"), json=_body(
+            "anthropic", {"messages": [USER, call, returned]})), "anthropic", 400)
+        assert "token sampler takes prompt ids only" in body["error"]["message"]
+        assert gw.trajectory(session.id).turns == 0
+    assert backend.requests == []

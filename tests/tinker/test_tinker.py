@@ -379,3 +379,43 @@ def test_import_ors_gym_does_not_import_tinker() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert ors_gym.__version__
+
+
+def test_a_vision_renderer_gets_each_frame_inside_its_tool_response() -> None:
+    """tinker-cookbook's Qwen3-VL renderer, built with an image processor, gets GridWorld's
+    frames as image parts (the opening one in the task, each move's inside its tool
+    message), rendered as image chunks."""
+    import transformers
+    from tinker_cookbook.renderers.qwen3 import Qwen3VLRenderer
+
+    from ors_gym import AsyncOrsEnv
+    from ors_gym.envs import GridWorld
+    from ors_gym.tinker.env import OrsMessageEnv
+
+    vl = tiny_tokenizer()
+    vl.add_tokens(["<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"],
+                  special_tokens=True)
+    images = getattr(transformers, "Qwen2VLImageProcessorPil", None) or \
+        transformers.Qwen2VLImageProcessor
+    renderer = Qwen3VLRenderer(vl, image_processor=images(min_pixels=28 * 28,
+                                                           max_pixels=112 * 112))
+    task = {"task_spec": {"size": 2, "start": [0, 0], "goal": [1, 1], "cell_px": 28}}
+
+    async def run() -> tuple[list[Any], Any, Any]:
+        env = OrsMessageEnv(AsyncOrsEnv(env_class=GridWorld), renderer, options=task)
+        history = list(await env.initial_observation())
+        first = renderer.build_generation_prompt(history)
+        call = tool_call_text("move", {"direction": "right"})
+        message, _ = renderer.parse_response([*encode(vl, call), vl.eos_token_id])
+        result = await env.step(message)
+        second = renderer.build_generation_prompt(result.next_messages)
+        await env.end()
+        return result.next_messages, first, second
+
+    messages, first, second = asyncio.run(run())
+    kinds = [type(c).__name__ for c in second.chunks]
+    assert sum(type(c).__name__ == "ImageChunk" for c in first.chunks) == 1
+    assert kinds.count("ImageChunk") == 2
+    tool = messages[-1]
+    assert tool["role"] == "tool" and [p["type"] for p in tool["content"]] == ["text", "image"]
+    assert "not shown" not in str(messages)

@@ -482,3 +482,7 @@ def test_an_orsspec_gives_its_rows_and_bad_arguments_are_named(
         OrsRolloutWorker(relay, tok, object())  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="source has no rows"):
         OrsRolloutWorker([], tok, sampler)
+    from _processors import qwen_processor
+
+    with pytest.raises(ValueError, match="RolloutSample carries no images"):
+        OrsRolloutWorker(relay, qwen_processor(tok), sampler)

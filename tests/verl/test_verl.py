@@ -373,3 +373,51 @@ def test_ors_gym_itself_does_not_import_verl() -> None:
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
     assert ors_gym is not None
+
+
+def test_a_vision_models_row_goes_to_verl_with_exactly_its_images() -> None:
+    """A Qwen3.5 episode over GridWorld with a ``Qwen3VLProcessor`` (the tiny family
+    tokenizer, the image processor built here): ``agent_loop_output`` carries the row's
+    frames as ``multi_modal_data["images"]``, one per placeholder run (not the final frame
+    the model never read), and veRL's worker turns them into the processor's inputs."""
+    import transformers
+    from _families import completion, family_tokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker as Worker
+
+    class Processor(transformers.Qwen3VLProcessor):  # no video processor (torchvision)
+        def check_argument_for_proper_class(self, name: str, argument: Any) -> Any:
+            if argument is None and name == "video_processor":
+                return None
+            return super().check_argument_for_proper_class(name, argument)
+
+    vl = family_tokenizer("qwen3.5")
+    images = getattr(transformers, "Qwen2VLImageProcessorPil", None) or \
+        transformers.Qwen2VLImageProcessor
+    proc = Processor(image_processor=images(min_pixels=28 * 28, max_pixels=112 * 112),
+                     tokenizer=vl, video_processor=None, chat_template=vl.chat_template)
+    env = TokenEnv(gym.make("ors/GridWorld-v0"), vl, processor=proc)
+    env.reset(options={"task_spec": {"size": 2, "start": [0, 0], "goal": [1, 1],
+                                     "cell_px": 28}})
+    for direction in ("right", "down"):
+        text = completion("qwen3.5", (("move", {"direction": direction}),), think="Go.")
+        env.step(encode(vl, text))
+    traj = env.trajectory
+    out = agent_loop_output(traj)
+    assert len(traj.images) == 3 and out.multi_modal_data["images"] == traj.rows[0].images
+    assert len(out.multi_modal_data["images"]) == 2  # the goal's frame was never read
+    worker = type("W", (), {"processor": proc, "tokenizer": vl,
+                            "_get_mm_processor_kwargs": lambda self, audios: None})()
+    ids = torch.tensor([out.prompt_ids + out.response_ids])
+    inputs = Worker._compute_multi_modal_inputs(worker, out, ids)
+    grids = inputs["image_grid_thw"]
+    pad = vl.convert_tokens_to_ids("<|image_pad|>")
+    assert len(grids) == 2 and int(grids.prod(-1).sum()) // 4 == ids[0].tolist().count(pad)
+    # a first prompt over prompt_length: cut, masked, and without its images or their runs
+    env.reset(options={"task_spec": {"size": 2, "start": [0, 0], "goal": [1, 1],
+                                     "cell_px": 28}})
+    from ors_gym.tokens import stops
+
+    env.trajectory.stop_reason = stops.CONTEXT_OVERFLOW
+    over = agent_loop_output(env.trajectory, prompt_length=40)
+    assert len(over.prompt_ids) == 40 and pad not in over.prompt_ids
+    assert not over.multi_modal_data and set(over.response_mask) <= {0}
