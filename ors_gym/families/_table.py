@@ -9,9 +9,14 @@ format is one row here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ors_gym.families._formats import DS, FORMATS
+
+if TYPE_CHECKING:
+    from ors_gym.actions import AssistantTurn
 
 __all__ = ["FAMILIES", "Family", "format_name"]
 
@@ -40,6 +45,26 @@ class Family:
     read_text: bool = False
     fingerprint: tuple[str, ...] = ()
     unless: tuple[str, ...] = ()
+
+    def assistant_message(self, turn: AssistantTurn) -> dict[str, Any]:
+        """The turn as the chat message this family's template renders (content, reasoning
+        in the template's field, calls with their arguments as the template reads them)."""
+        message: dict[str, Any] = {"role": "assistant", "content": turn.text}
+        if turn.reasoning:
+            message[self.reasoning_field] = "\n".join(b.text for b in turn.reasoning)
+            if self.reasoning_field == "thinking" and turn.tool_calls and turn.text:
+                # harmony's template writes a calling turn's text in its analysis channel
+                # and refuses both fields: the reasoning, then the text, as the one analysis
+                message["thinking"] += "\n\n" + message.pop("content")
+                message["content"] = ""
+        if turn.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": (
+                     json.dumps(c.arguments) if self.string_arguments else c.arguments)}}
+                for c in turn.tool_calls
+            ]
+        return message
 
 
 def _families(*rows: Family) -> dict[str, Family]:

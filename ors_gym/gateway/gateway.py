@@ -24,9 +24,7 @@ from ors_gym.gateway.replies import Reply
 from ors_gym.gateway.requests import TurnRequest
 from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
-from ors_gym.tokens import Trajectory, stops
-from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._vision import split_processor
+from ors_gym.tokens import Trajectory, make_bridge, split_processor, stops
 
 logger = logging.getLogger("ors_gym")
 

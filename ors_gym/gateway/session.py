@@ -28,7 +28,6 @@ from ors_gym.families import Family
 from ors_gym.gateway.errors import GatewayError
 from ors_gym.sampling import Sample
 from ors_gym.tokens import Bridge, TokenRow, Trajectory
-from ors_gym.tokens._record import assistant_message
 
 __all__ = ["CaptureSession", "Plan", "Recorded"]
 
@@ -124,7 +123,7 @@ class CaptureSession:
             raise GatewayError(404, f"session {self.id} was closed while its turn was "
                                     "sampled; the turn is not recorded")
         traj = self.trajectory
-        message = assistant_message(turn, bridge.family)
+        message = bridge.family.assistant_message(turn)
         if plan.new_row:
             if traj.rows:  # the superseded row's last turn, closed
                 old = traj.rows[-1]

@@ -15,8 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ors_gym.skyrl._batch import generator_output
-from ors_gym.tokens import AsyncTokenBatch, EnvPool
-from ors_gym.tokens._vision import is_processor
+from ors_gym.tokens import AsyncTokenBatch, EnvPool, is_processor
 
 __all__ = ["Sample", "generate"]
 

@@ -9,14 +9,19 @@ messages) with exporters for TRL, veRL and SkyRL. ``TokenBatch`` (and
 ``EnvPool`` (one backend per environment, opened from ``EpisodeRow`` rows),
 in lockstep or free-running (``run_free``: each episode ends and is handed
 back on its own, as ``EndedEpisode``); ``filter_stale`` drops trajectories
-sampled by too old a policy; ``stops`` is the vocabulary of stop reasons. Needs a tokenizer
+sampled by too old a policy; ``make_bridge`` is the bridge ``TokenEnv`` chooses for a
+tokenizer (or a vision model's processor: ``split_processor``), for code that renders
+and parses turns itself (the gateway, trainer workers); ``stops`` is the vocabulary of
+stop reasons. Needs a tokenizer
 (transformers); the ``tokens`` extra adds the ``renderers`` library.
 """
 
 from __future__ import annotations
 
+from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens._free import EndedEpisode, Turn
 from ors_gym.tokens._open import EnvPool, EpisodeRow, shared_pool
+from ors_gym.tokens._vision import is_processor, split_processor
 from ors_gym.tokens.async_env import AsyncTokenEnv
 from ors_gym.tokens.batch import AsyncTokenBatch, TokenBatch
 from ors_gym.tokens.bridge import Bridge, TemplateBridge
@@ -38,5 +43,8 @@ __all__ = [
     "Trajectory",
     "Turn",
     "filter_stale",
+    "is_processor",
+    "make_bridge",
     "shared_pool",
+    "split_processor",
 ]

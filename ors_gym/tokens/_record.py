@@ -13,7 +13,6 @@ episode.
 
 from __future__ import annotations
 
-import json
 import logging
 import numbers
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ from typing import Any
 
 from ors_gym.actions import AssistantTurn
 from ors_gym.errors import OrsError
-from ors_gym.families import DEFAULT, Family
+from ors_gym.families import DEFAULT
 from ors_gym.formats import StepExchange, exchange_messages, step_exchange
 from ors_gym.protocol import Message
 from ors_gym.reward_parts import add_parts, step_parts
@@ -205,7 +204,7 @@ class TokenRecord:
         previous = row.ids
         # A known family's template renders the turn's fields; an unknown one gets the text.
         fam = self.bridge.family
-        message = (assistant_message(turn, fam) if fam.name != DEFAULT
+        message = (fam.assistant_message(turn) if fam.name != DEFAULT
                    else {"role": "assistant", "content": text})
         terminated, truncated = bool(terminated), bool(truncated)
         stop = stops.from_step(terminated, truncated, info, plain=not turn.tool_calls,
@@ -327,27 +326,6 @@ class TokenRecord:
 def describe(exc: BaseException) -> str:
     """``info["error"]``: an ORS error's own message; any other names its type too."""
     return str(exc) if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
-
-
-def assistant_message(turn: AssistantTurn, fam: Family) -> dict[str, Any]:
-    """The turn as the chat message the family's template renders (content, reasoning in
-    the template's field, calls with their arguments as the template reads them)."""
-    message: dict[str, Any] = {"role": "assistant", "content": turn.text}
-    if turn.reasoning:
-        message[fam.reasoning_field] = "\n".join(b.text for b in turn.reasoning)
-        if fam.reasoning_field == "thinking" and turn.tool_calls and turn.text:
-            # harmony's template writes a calling turn's text in its analysis channel and
-            # refuses both fields: the reasoning, then the text, as the one analysis
-            message["thinking"] += "\n\n" + message.pop("content")
-            message["content"] = ""
-    if turn.tool_calls:
-        message["tool_calls"] = [
-            {"id": c.id, "type": "function",
-             "function": {"name": c.name, "arguments": (
-                 json.dumps(c.arguments) if fam.string_arguments else c.arguments)}}
-            for c in turn.tool_calls
-        ]
-    return message
 
 
 def _images(observation: Any) -> list[Any]:

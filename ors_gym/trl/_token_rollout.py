@@ -22,8 +22,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ors_gym.tokens import stops
-from ors_gym.tokens._open import EpisodeRow
+from ors_gym.tokens import EpisodeRow, stops
 from ors_gym.trl._sample import lockstep, more_anywhere, sample, tokenizer_of
 
 __all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]

@@ -22,8 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.sampling import TokenSampler
-from ors_gym.tokens import EpisodeRow
-from ors_gym.tokens._vision import is_processor
+from ors_gym.tokens import EpisodeRow, is_processor
 from ors_gym.trl._worker_loop import LoopSettings, _Hooks, run_groups
 
 __all__ = ["OrsRolloutWorker"]
@@ -269,7 +268,7 @@ def _rows_of(source: Any) -> tuple[list[EpisodeRow], dict[str, Any]]:
 
 def _bridge(tokenizer: Any, token_kwargs: Mapping[str, Any]) -> tuple[Any, tuple[int, ...]]:
     """The family's bridge (as ``TokenEnv`` makes it) and the ids a sampled turn ends on."""
-    from ors_gym.tokens._choose import make_bridge
+    from ors_gym.tokens import make_bridge
 
     bridge = make_bridge(tokenizer, token_kwargs.get("renderer"),
                          token_kwargs.get("chat_template_kwargs"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from ors_gym.platform import dataset_indices
 from ors_gym.registration import task_count
-from ors_gym.tokens._open import EpisodeRow
+from ors_gym.tokens import EpisodeRow
 
 __all__ = ["EpisodeRow", "rows"]
 

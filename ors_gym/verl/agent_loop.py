@@ -20,8 +20,7 @@ from typing import Any
 from uuid import uuid4
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, shared_pool, stops
-from ors_gym.tokens._choose import make_bridge
+from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, make_bridge, shared_pool, stops
 from ors_gym.verl._output import agent_loop_output
 
 try:
