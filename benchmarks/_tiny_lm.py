@@ -8,17 +8,21 @@ tokenizer). ``tool_call(name, arguments, family)``: a call in that family's form
 ``model(tokenizer, seed)``: a small Qwen3 with random weights. ``warm_up(...)``:
 supervised steps on whole token episodes
 (next-token loss on the sampled positions only, mask 1), so that the model writes
-the tool-call format before reinforcement learning starts. Needs the ``trl`` extra.
+the tool-call format before reinforcement learning starts (optionally until each row
+is likely); ``rows_probability(...)``: how likely the model writes each row's completion.
+Needs the ``trl`` extra.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FAMILIES", "model", "template_kwargs", "tokenizer", "tool_call", "warm_up"]
+__all__ = ["FAMILIES", "model", "rows_probability", "template_kwargs", "tokenizer",
+           "tool_call", "warm_up"]
 
 SPECIAL = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
@@ -145,13 +149,19 @@ def model(tok: Any, *, seed: int, hidden: int = 64, layers: int = 2) -> Any:
 
 
 def warm_up(lm: Any, rows: Iterable[tuple[Sequence[int], Sequence[int], Sequence[int]]], *,
-            pad: int, steps: int, lr: float = 3e-3) -> list[float]:
+            pad: int, steps: int, lr: float = 3e-3, until: float | None = None) -> list[float]:
     """Full-batch supervised steps on ``(prompt_ids, completion_ids, mask)`` rows: loss
-    on the completion's mask-1 ids only. Returns the loss per step."""
+    on the completion's mask-1 ids only. Returns the loss per step.
+
+    With ``until``, training stops (before a step) once every row's mask-1 ids have at
+    least that probability together under the model, so a warm-up meant to leave several
+    scripts likely ends where they are, whatever the processor's rounding made of the
+    path there; ``steps`` then caps it. Callers check the outcome (rows_probability)."""
     import torch
 
-    seqs, labels = [], []
+    seqs, labels, prompts = [], [], []
     for prompt, completion, mask in rows:
+        prompts.append(len(prompt))
         seqs.append([*prompt, *completion])
         labels.append([-100] * len(prompt) + [t if m else -100
                                               for t, m in zip(completion, mask, strict=True)])
@@ -159,13 +169,47 @@ def warm_up(lm: Any, rows: Iterable[tuple[Sequence[int], Sequence[int], Sequence
     input_ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs])
     target = torch.tensor([lab + [-100] * (width - len(lab)) for lab in labels])
     attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+    # Logits only from the shortest prompt's last position on: the labelled ids are there.
+    keep = width - min(prompts) + 1
+    target = target[:, width - keep:]
     optimiser = torch.optim.AdamW(lm.parameters(), lr=lr)
     lm.train()
     losses = []
     for _ in range(steps):
         optimiser.zero_grad()
-        loss = lm(input_ids=input_ids, attention_mask=attention, labels=target).loss
+        logits = lm(input_ids=input_ids, attention_mask=attention, logits_to_keep=keep).logits
+        if until is not None and min(_rows_logprob(logits.detach(), target)) >= math.log(until):
+            break
+        loss = torch.nn.functional.cross_entropy(
+            logits[:, :-1].flatten(0, 1).float(), target[:, 1:].flatten(), ignore_index=-100)
         loss.backward()
         optimiser.step()
         losses.append(float(loss.detach()))
     return losses
+
+
+def _rows_logprob(logits: Any, target: Any) -> list[float]:
+    """Each row's summed log-probability of its labelled ids (label -100 is ignored)."""
+    import torch
+
+    labels = target[:, 1:]
+    logps = torch.log_softmax(logits[:, :-1].float(), -1)
+    picked = logps.gather(-1, labels.clamp(min=0)[..., None]).squeeze(-1)
+    return [float(x) for x in (picked * (labels != -100)).sum(-1)]
+
+
+def rows_probability(lm: Any, rows: Iterable[tuple[Sequence[int], Sequence[int], Sequence[int]]],
+                     ) -> list[float]:
+    """Each ``(prompt_ids, completion_ids, mask)`` row's probability under ``lm``: its
+    completion's mask-1 ids together, given what precedes each (the chance that sampling
+    writes that script)."""
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for prompt, completion, mask in rows:
+            ids = torch.tensor([[*prompt, *completion]])
+            target = torch.tensor([[-100] * len(prompt) + [t if m else -100 for t, m in zip(
+                completion, mask, strict=True)]])
+            out.append(math.exp(_rows_logprob(lm(input_ids=ids).logits, target)[0]))
+    return out

@@ -3,8 +3,9 @@
 The tokenizer and model come from ``tests/_tiny_lm.py`` (a BPE trained on local text
 with TRL's Qwen3 template, a two-layer Qwen3 with random weights), warmed up here on
 two QA tasks with three scripts each: the right answer, a wrong one, and a ``hint``
-call then the right answer (QA's terminal tool grades the plain replies). So some
-rollouts are multi-turn and rewards vary within a group. One two-step trainer run checks
+call then the right answer (QA's terminal tool grades the plain replies), until the
+model writes each script with a fair chance (checked). So some rollouts are multi-turn
+and rewards vary within a group. One two-step trainer run checks
 what the trainer trained on against what the episodes sampled, the rewards against
 a fresh environment's own grading, the logprobs against the model, and the weights.
 """
@@ -36,6 +37,11 @@ from openreward.environments import tool as _tool  # noqa: E402
 
 COUNTER, QA = "ors/Counter-v0", "ors/QA-v0"
 ANSWERS = {0: "Paris", 1: "Tokyo"}  # QA train tasks 0 and 1
+#: The chance the warmed model writes each script at least (a third each at best). Of
+#: 16 episodes sampled so, none calls hint (a second turn) with a chance under 0.8 ** 16
+#: (3 %), about 0.72 ** 16 (0.5 %) at the usual 0.25 to 0.3; none graded 0 likewise, none
+#: graded 1 under 0.6 ** 16. Sampling is seeded, so a given machine passes every time.
+WARM_UNTIL = 0.2
 
 
 def test_dataset_prompts_name_their_task() -> None:
@@ -259,12 +265,12 @@ def warmed() -> Iterator[dict[str, Any]]:
 def _warm() -> dict[str, Any]:
     from _tiny_lm import tiny_model, tiny_tokenizer, tool_call_text
 
-    from benchmarks._tiny_lm import warm_up
+    from benchmarks._tiny_lm import rows_probability, warm_up
     from ors_gym.tokens import TokenEnv
 
     tokenizer = tiny_tokenizer()
     env = TokenEnv(gym.make(QA), tokenizer)
-    rows = []
+    rows, names = [], []
     for index, answer in ANSWERS.items():
         for script in ([answer], ["London"], [tool_call_text("hint", {}), answer]):
             env.reset(options={"index": index})
@@ -273,9 +279,22 @@ def _warm() -> dict[str, Any]:
                 env.step(ids)
             t = env.trajectory
             rows.append((t.prompt_ids, t.completion_ids, t.mask))
+            names.append(f"task {index}: {' then '.join(map(repr, script))}")
     env.close()
     model = tiny_model(tokenizer, seed=0)
-    warm_up(model, rows, pad=tokenizer.pad_token_id, steps=40, lr=2e-2)
+    # Until each script is likely (a third each at best), not for a fixed count of steps:
+    # how many steps that takes depends on the processor's rounding.
+    losses = warm_up(model, rows, pad=tokenizer.pad_token_id, steps=300, lr=5e-3,
+                     until=WARM_UNTIL)
+    model.eval()
+    chances = rows_probability(model, rows)
+    # (less a rounding margin: the warm-up measured the rows padded in one batch)
+    unlikely = [f"{n} {p:.3f}" for n, p in zip(names, chances, strict=True)
+                if p < WARM_UNTIL - 1e-3]
+    assert not unlikely, (
+        f"after {len(losses)} warm-up steps (last losses {[round(x, 3) for x in losses[-3:]]})"
+        f" the model writes these scripts with a chance under {WARM_UNTIL}: {unlikely}; the"
+        " GRPO run would likely see no second turn or no varied reward")
     return {"model": model, "tokenizer": tokenizer}
 
 
@@ -327,9 +346,11 @@ def test_grpo_trains_on_the_token_episodes_rollout_func_sampled(
             return super().compute_loss(model, inputs, *args, **kwargs)
 
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    # A small learning rate: the second batch samples from a model still close to the
+    # warmed one (a step at 1e-2 made it write noise: no hint, every reward 0).
     args = GRPOConfig(
         output_dir=str(tmp_path), max_steps=2, per_device_train_batch_size=8, num_generations=4,
-        max_completion_length=96, learning_rate=1e-2, logging_steps=1, report_to="none",
+        max_completion_length=96, learning_rate=1e-3, logging_steps=1, report_to="none",
         use_cpu=True, seed=0, save_strategy="no", temperature=1.0, top_p=1.0,
         gradient_checkpointing=False, disable_tqdm=True, bf16=False,
     )
