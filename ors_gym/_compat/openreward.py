@@ -49,6 +49,7 @@ __all__ = [
     "install_introspection_cache",
     "introspection_cache_installed",
     "list_splits",
+    "own_caches",
     "quiet_loaded_sdk_loggers",
     "supports_score_group",
 ]
@@ -208,6 +209,37 @@ def list_splits(cls: Any) -> Sequence[Any]:
             return cached()
         note_fallback(what, "the openreward SDK has no Environment._list_splits_cached")
     return cls.list_splits()
+
+
+#: The SDK's per-class caches, set on first use with ``hasattr`` (so a subclass reads its
+#: parent's once the parent filled them): split list, task lists and their locks.
+_CLASS_CACHES = ("_splits_cache", "_tasks_cache", "_tasks_cache_locks")
+
+
+def own_caches(cls: Any) -> None:
+    """Give ``cls`` caches of its own where it would read a base class's.
+
+    The SDK caches ``list_splits()`` and ``list_tasks()`` on the class the first time,
+    through ``hasattr``: a subclass that overrides them would be served its base's splits
+    and tasks once the base filled its caches, before or after the subclass is loaded.
+    Inside ``VERIFIED`` a class gets caches of its own when it is loaded (empty task
+    caches; its splits asked now, as the SDK ``Server`` asks them at start-up); outside
+    it nothing is done (the SDK's names may differ there).
+    """
+    if not _verified("openreward Environment's class caches", "a subclass may read its "
+                     "base class's cached tasks"):
+        return
+    for name in _CLASS_CACHES:
+        if name in vars(cls):
+            continue
+        if name != "_splits_cache":
+            setattr(cls, name, {})
+            continue
+        try:
+            setattr(cls, name, cls.list_splits())
+        except Exception:  # the SDK's own start-up check says what is wrong, later
+            if hasattr(cls, name):  # not the base's splits, at least
+                setattr(cls, name, ())
 
 
 def supports_score_group(cls: Any) -> bool:

@@ -955,3 +955,48 @@ def test_renderers_hub_map_and_harmony_parser() -> None:
     assert compat_renderers.hub_renderer_name("openai/gpt-oss-20b") == "gpt-oss"
     assert compat_renderers.hub_renderer_name("nobody/no-model") is None
     assert callable(compat_renderers.harmony_parser())
+
+
+# -- openreward: the class caches ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("base_first", [True, False])
+def test_a_subclass_overriding_list_tasks_is_served_its_own_tasks(base_first: bool) -> None:
+    """The SDK caches a class's tasks on the class through ``hasattr``; a subclass loaded
+    before or after its base filled that cache is still served its own tasks."""
+    from ors_gym.backends.local._sdk import load_environment_classes
+
+    class Base(Environment):
+        @classmethod
+        def list_splits(cls) -> list[str]:
+            return ["train"]
+
+        @classmethod
+        def list_tasks(cls, split: str) -> list[dict[str, Any]]:
+            return [{"id": "base"}]
+
+        def get_prompt(self) -> list[TextBlock]:
+            return [TextBlock(text="hi")]
+
+        @tool
+        def echo(self, params: Text) -> ToolOutput:
+            return ToolOutput(blocks=[TextBlock(text=params.text)])
+
+    class Sub(Base):
+        @classmethod
+        def list_tasks(cls, split: str) -> list[dict[str, Any]]:
+            return [{"id": "sub"}]
+
+    async def tasks() -> tuple[Any, Any]:
+        if base_first:
+            load_environment_classes([Base])
+            assert (await Base.get_task("train", 0))["id"] == "base"
+            load_environment_classes([Sub])
+        else:
+            load_environment_classes([Sub, Base])
+            assert (await Base.get_task("train", 0))["id"] == "base"
+        return await Base.get_task("train", 0), await Sub.get_task("train", 0)
+
+    base, sub = asyncio.run(tasks())
+    assert (base["id"], sub["id"]) == ("base", "sub")
+    assert "_tasks_cache" in vars(Sub) and "_splits_cache" in vars(Sub)

@@ -76,6 +76,7 @@ def load_environment_classes(specs: Sequence[str | type]) -> list[type]:
             raise TypeError(
                 f"{spec!r} is not a subclass of openreward.environments.Environment"
             )
+        _sdk_compat.own_caches(cls)
         classes.append(cls)
     return classes
 
