@@ -30,8 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from ors_gym._json import JSON_SCALARS, json_type, jsonable_object
 from ors_gym.errors import OrsActionError
 from ors_gym.protocol import ReasoningBlock
 
@@ -47,7 +46,6 @@ _HOW_TO_WRITE = 'Write tool calls as {"name": ..., "arguments": {...}}'
 _ARG_KEYS = ("arguments", "input", "parameters")
 _TOP_KEYS = frozenset({"tool_calls", "message"})
 _CALL_TYPES = ("function", "tool_use", "function_call")  # OpenAI chat, Anthropic, Responses
-_MAX_DEPTH = 200  # nesting limit for Python-built arguments
 
 _TAG_RE = re.compile(r"<tool_call>(.*?)(?:</tool_call>|(?=<tool_call>)|\Z)", re.DOTALL)
 _FENCE_RE = re.compile(r"```[ \t]*[\w+-]*[ \t]*\n?(.*?)```", re.DOTALL)
@@ -177,7 +175,7 @@ def _parse_calls(calls: Any, message: str, *, where: str, indexed: bool = True) 
             args = raw.get("arguments")
             if type(name) is str and name and type(args) is dict:
                 for key, value in args.items():
-                    if type(key) is not str or type(value) not in _SCALARS:
+                    if type(key) is not str or type(value) not in JSON_SCALARS:
                         break
                 else:  # flat JSON arguments: what _normalize_call would make of them
                     parsed.append(_tool_call(name, dict(args)))
@@ -243,7 +241,7 @@ def _normalize_call(obj: Any, *, mode: str, where: str) -> ToolCall | str | None
                 f"{where} must be a tool-call dict, got {_type_name(obj)}. {_VALID_SHAPE}"
             )
         if mode == "tag":
-            return _agent_error(f"expected a JSON object, got {_json_type(obj)}")
+            return _agent_error(f"expected a JSON object, got {json_type(obj)}")
         return None
     name, has_args, args, call_id, key = _call_fields(obj)
     if not isinstance(name, str) or not name:
@@ -274,57 +272,19 @@ def _normalize_call(obj: Any, *, mode: str, where: str) -> ToolCall | str | None
             if mode == "scan" and key != "arguments":
                 return None
             return _agent_error(
-                f"the arguments of {name!r} must be a JSON object, got {_json_type(decoded)}"
+                f"the arguments of {name!r} must be a JSON object, got {json_type(decoded)}"
             )
         return ToolCall(name, decoded, call_id)
     if type(args) is dict or isinstance(args, Mapping):
         if mode == "strict":
-            return ToolCall(name, _jsonable_object(args, f"{where} arguments"), call_id)
+            return ToolCall(name, jsonable_object(args, f"{where} arguments"), call_id)
         return ToolCall(name, dict(args), call_id)
     if mode == "strict":
         raise OrsActionError(
             f"{where} arguments of {name!r} must be a dict or a JSON-object string, "
             f"got {_type_name(args)}. {_VALID_SHAPE}"
         )
-    return _agent_error(f"the arguments of {name!r} must be a JSON object, got {_json_type(args)}")
-
-
-_SCALARS = frozenset({str, bool, int, float, type(None)})
-
-
-def _jsonable_object(args: Mapping[Any, Any], where: str) -> dict[str, Any]:
-    """A plain JSON copy of Python-built arguments (numpy values become Python ones)."""
-    if all(type(k) is str and type(v) in _SCALARS for k, v in args.items()):
-        return dict(args)  # the common flat case, without walking it (a hot path)
-    value = _jsonable(args, where, 0)
-    assert isinstance(value, dict)
-    return value
-
-
-def _jsonable(value: Any, where: str, depth: int) -> Any:
-    if depth > _MAX_DEPTH:
-        raise OrsActionError(f"{where} is nested more than {_MAX_DEPTH} levels deep.")
-    if value is None or isinstance(value, str | bool | int | float):
-        return value
-    if isinstance(value, np.generic):
-        return _jsonable(value.item(), where, depth + 1)
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist(), where, depth + 1)
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            if not isinstance(k, str):
-                raise OrsActionError(
-                    f"{where} has a non-str key {k!r}; JSON object keys must be str."
-                )
-            out[k] = _jsonable(v, f"{where}[{k!r}]", depth + 1)
-        return out
-    if isinstance(value, list | tuple):
-        return [_jsonable(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
-    raise OrsActionError(
-        f"{where} holds a {_type_name(value)}, which is not JSON; use str, int, float, "
-        "bool, None, list or dict values."
-    )
+    return _agent_error(f"the arguments of {name!r} must be a JSON object, got {json_type(args)}")
 
 
 # ------------------------------------------------------------------ text input
@@ -515,15 +475,3 @@ def _agent_error(reason: str) -> str:
 
 def _type_name(value: Any) -> str:
     return type(value).__name__
-
-
-#: JSON's name for a Python value's type (bool before int: a bool is an int too).
-_JSON_TYPES = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"),
-               (list, "an array"), (dict, "an object"))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    kinds = (name for kind, name in _JSON_TYPES if isinstance(value, kind))
-    return next(kinds, type(value).__name__)
