@@ -53,8 +53,16 @@ class EndedEpisode:
 
 #: ``sample(turn)``: the turn's action (sampled ids, or ``{"ids", "logprobs",
 #: "policy_version"}``), awaited or not; None ends the episode with ``max_tokens`` (the
-#: sampler has no room left for it).
+#: sampler has no room left for it), and a stop reason (``stops.CONTEXT_OVERFLOW``...)
+#: ends it with that reason.
 Sampler = Callable[[Turn], Awaitable[Any] | Any]
+
+
+def _reason(name: str) -> str:
+    if name not in stops.STOP_REASONS:
+        raise ValueError(f"the sampler ended an episode with {name!r}, which is not a stop "
+                         f"reason: return one of {stops.STOP_REASONS}, or None (max_tokens)")
+    return name
 
 
 async def run_free(
@@ -100,8 +108,8 @@ async def _play(k: int, episode: BatchEpisode, sample: Sampler) -> EndedEpisode:
                 action = sample(Turn(k, episode.row, list(ids), episode.trajectory))
                 if inspect.isawaitable(action):
                     action = await action
-                if action is None:
-                    episode.stop(stops.MAX_TOKENS)
+                if action is None or isinstance(action, str):
+                    episode.stop(stops.MAX_TOKENS if action is None else _reason(action))
                     break
                 read = episode.read(action)
             except Exception as exc:  # the sampler's failure, or its ids: this episode's

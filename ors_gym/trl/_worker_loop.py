@@ -95,14 +95,14 @@ async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, poo
     failed: set[int] = set()
     overflowed: set[int] = set()
 
-    async def sample(turn: Turn) -> dict[str, Any] | None:
+    async def sample(turn: Turn) -> dict[str, Any] | str | None:
         if turn.index in returned:
             tool_s[turn.index].append(time.monotonic() - returned[turn.index])
         traj = turn.trajectory
         budget = settings.max_tokens - sum(len(r.completion_ids) for r in traj.rows)
         if settings.max_model_len is not None and settings.max_model_len - len(turn.ids) <= 0:
-            overflowed.add(turn.index)  # ungraded: the model cannot go on (max_tokens)
-            return None
+            overflowed.add(turn.index)  # ungraded: the model cannot go on
+            return stops.CONTEXT_OVERFLOW
         if settings.max_model_len is not None:
             budget = min(budget, settings.max_model_len - len(turn.ids))
         if budget <= 0:

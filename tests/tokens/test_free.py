@@ -126,7 +126,8 @@ def test_a_failure_stays_with_its_episode(
     tok: Any, kwargs: dict[str, Any], caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A reset that fails (a task the environment refuses), a sampler that raises, ids
-    outside the vocabulary, and a sampler with no room left each end their own episode;
+    outside the vocabulary, a sampler with no room left, one that names the reason
+    (context_overflow) and one that names no stop reason each end their own episode;
     the fifth goes on to its end."""
 
     async def run() -> dict[int, EndedEpisode]:
@@ -138,9 +139,11 @@ def test_a_failure_stays_with_its_episode(
                     raise RuntimeError("the inference server went away")
                 if turn.index == 2:
                     return [10**9]
+                if turn.index in (5, 6):
+                    return stops.CONTEXT_OVERFLOW if turn.index == 5 else "too long"
                 return None if turn.index == 3 else waiting(tok)
 
-            rows = [row(kwargs, 1, delays_ms="slow"), *(row(kwargs, 1) for _ in range(4))]
+            rows = [row(kwargs, 1, delays_ms="slow"), *(row(kwargs, 1) for _ in range(6))]
             with caplog.at_level(logging.WARNING, logger="ors_gym"):
                 got = {e.index: e async for e in batch.run_free(rows, sample)}
             assert backend.open_sessions == frozenset()
@@ -153,8 +156,11 @@ def test_a_failure_stays_with_its_episode(
     assert got[2].trajectory.stop_reason == stops.ENV_ERROR and "token id" in got[2].info["error"]
     assert got[3].trajectory.stop_reason == stops.MAX_TOKENS and got[3].trajectory.turns == 0
     assert got[4].trajectory.stop_reason == stops.ENV_ENDED and got[4].trajectory.reward == 0.0
+    assert got[5].trajectory.stop_reason == stops.CONTEXT_OVERFLOW
+    assert got[6].trajectory.stop_reason == stops.ENV_ERROR
+    assert "'too long', which is not a stop reason" in got[6].info["error"]
     warned = [r for r in caplog.records if "its sampler raised" in r.getMessage()]
-    assert len(warned) == 2 and all(r.exc_info and r.levelname == "WARNING" for r in warned)
+    assert len(warned) == 3 and all(r.exc_info and r.levelname == "WARNING" for r in warned)
 
 
 def test_bad_input_raises_and_closing_early_ends_every_episode(

@@ -459,7 +459,7 @@ def test_a_context_without_room_ends_episodes_ungraded(tok: Any,
     full, cut = reports
     assert full["rollout/context_full_total"] == 0.0 and full["rollout/turns_mean"][0] == 4.0
     assert cut["rollout/context_full_total"] == 2.0 and cut["rollout/turns_mean"][0] == 2.0
-    assert cut["rollout/stop_max_tokens_frac"] == (2.0, 2.0)
+    assert cut["rollout/stop_context_overflow_frac"] == (2.0, 2.0)
     assert all(r.body["max_tokens"] == 32 for r in server.requests[4:])
     assert worker.rollout_buffer.empty() and Relay.live == 0
 
