@@ -12,9 +12,9 @@ import errno
 
 import httpx
 
-from ors_gym.backends.http._pool import IdleConnectionClosedError
 from ors_gym.backends.http._settings import Settings
 from ors_gym.backends.http._steps import Failure, FailureKind, Fetch, Stream
+from ors_gym.backends.http.transport._pool import IdleConnectionClosedError
 
 __all__ = [
     "BACKGROUND_TIMEOUT_S",

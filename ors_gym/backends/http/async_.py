@@ -35,9 +35,9 @@ from ors_gym.backends.http._httpx import (
 )
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._options import HttpOptions
-from ors_gym.backends.http._pool import pooled_transport
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
+from ors_gym.backends.http.transport._pool import pooled_transport
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 

@@ -19,9 +19,9 @@ from typing import NoReturn, cast
 import httpcore
 import httpx
 
-from ors_gym.backends.http._aio import AsyncioBackend
-from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
 from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
+from ors_gym.backends.http.transport._aio import AsyncioBackend
+from ors_gym.backends.http.transport._http11 import Http11Pool, IdleConnectionClosed
 
 __all__ = [
     "MAX_CONNECTIONS_PER_HOST",
