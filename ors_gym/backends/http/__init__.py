@@ -7,12 +7,12 @@ modules, in reading order:
 - ``_options``: every option, declared once; ``_settings``: the options in
   force, the server and the credentials; ``_codec``: headers, JSON, answer
   bodies (gzip undone within the size cap), statuses as errors;
-- ``_retry``: what is retried and after how long; ``_ratelimit``: the
-  process's rate limit per server and key (429s); ``_sse``: an SSE answer
-  parsed by httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do;
-- ``_failures``: the errors of requests that got no answer; ``_redirects``:
-  where a redirect may lead; ``_exchange``: one JSON request, redirected and
-  retried; ``_calls``: one tool call, resent or resumed only when safe;
+- ``_retry``: what is retried and after how long, and the process's rate
+  limit per server and key (429s); ``_sse``: an SSE answer parsed by
+  httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do;
+- ``_failures``: the errors of requests that got no answer; ``_exchange``: one
+  JSON request, redirected and retried; ``_calls``: one tool call, resent or
+  resumed only when safe;
   ``_ops``: every ORS endpoint as an operation;
 - ``_httpx``: httpx timeouts and failures for a step; ``async_``: the driver;
   ``sync``: its blocking face;

@@ -22,9 +22,9 @@ import pytest
 
 from ors_gym.backends.http._codec import BodyDecoder, status_error
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._ratelimit import RateGate
 from ors_gym.backends.http._retry import (
     MAX_DELAY,
+    RateGate,
     RetryBudget,
     RetryHint,
     parse_retry_after,
