@@ -9,17 +9,18 @@ modules, in reading order:
   bodies (gzip undone within the size cap), statuses as errors;
 - ``_retry``: what is retried and after how long, and the process's rate
   limit per server and key (429s); ``_sse``: an SSE answer parsed by
-  httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do;
+  httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do
+  (and the httpx timeouts of each);
 - ``_failures``: the errors of requests that got no answer; ``_exchange``: one
   JSON request, redirected and retried; ``_calls``: one tool call, resent or
   resumed only when safe;
   ``_ops``: every ORS endpoint as an operation;
-- ``_httpx``: httpx timeouts and failures for a step; ``async_``: the driver;
-  ``sync``: its blocking face;
+- ``async_``: the driver; ``sync``: its blocking face;
 - ``transport/``: how the bytes move, a folder a reader can skip
   (``_pool.PooledTransport``, the httpx transport ``async_`` sends through by
   default, over ``_http11``'s lean HTTP/1.1 pool and ``_aio``'s network
-  backend on asyncio; httpx's client instead when a proxy variable is set).
+  backend on asyncio; httpx's client instead when a proxy variable is set;
+  ``_pool.failure_of``: what an httpx exception means to the operations).
 """
 
 from ors_gym.backends.http._options import HttpOptions

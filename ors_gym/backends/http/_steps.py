@@ -4,6 +4,8 @@ An operation (see ``_exchange`` and ``_ops``) is a generator: it yields a
 ``Fetch`` (a JSON request), a ``Stream`` (an SSE request) or a ``Sleep``, and
 is sent an ``Answer``, ``Streamed`` or ``Failure``. ``AsyncHttpBackend``
 performs the steps; the decisions stay in the generator, testable with no socket.
+``fetch_timeouts`` and ``stream_timeouts`` give a step's timeouts in the shape
+httpx's transports read them.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, TypeVar
 
 from ors_gym.backends.http._codec import BodyReader
-from ors_gym.backends.http._settings import Where
+from ors_gym.backends.http._settings import Settings, Where
 from ors_gym.backends.http._sse import StreamAssembler
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "Sleep",
     "Stream",
     "Streamed",
+    "fetch_timeouts",
+    "stream_timeouts",
 ]
 
 _T = TypeVar("_T")
@@ -152,6 +156,25 @@ Effect = Fetch | Stream | Sleep
 Reply = Answer | Streamed | Failure | None
 #: A backend operation: yields effects, is sent what happened, returns the result.
 Op = Generator[Effect, Reply, _T]
+
+
+def fetch_timeouts(step: Fetch, settings: Settings) -> dict[str, float | None]:
+    """The timeouts of a ``Fetch`` (as ``httpx.Timeout.as_dict``): its own total, else
+    the settings'. A request queued for a connection (more in flight than
+    ``max_connections_per_host``) waits as long as it takes: the queue is this
+    process's own, and every request holding a connection has a bound of its own."""
+    total = settings.timeout if step.timeout is None else step.timeout
+    return {"connect": min(total, settings.connect_timeout), "read": total, "write": total,
+            "pool": None}
+
+
+def stream_timeouts(step: Stream, settings: Settings) -> dict[str, float | None]:
+    """The timeouts of a ``Stream`` (as ``httpx.Timeout.as_dict``): its read timeout
+    bounds the silence between pieces. A tool call queued for a connection (more calls
+    in flight than ``max_connections_per_host``) waits as long as its ``call_timeout``
+    allows: the wait is this process's own queue, not a slow server."""
+    return {"connect": settings.connect_timeout, "read": step.read_timeout,
+            "write": settings.timeout, "pool": step.pool_timeout}
 
 
 class _Missing:

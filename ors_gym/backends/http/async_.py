@@ -25,19 +25,21 @@ import httpx
 from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
-from ors_gym.backends.http._httpx import (
-    BACKGROUND_TIMEOUT_S,
-    CLOSE_TIMEOUT_S,
-    SSE_HEADERS,
-    failure_of,
-    fetch_timeouts,
-    stream_timeouts,
-)
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._options import HttpOptions
 from ors_gym.backends.http._settings import configure, url_of
-from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
-from ors_gym.backends.http.transport._pool import pooled_transport
+from ors_gym.backends.http._steps import (
+    Answer,
+    Failure,
+    Fetch,
+    Op,
+    Reply,
+    Stream,
+    Streamed,
+    fetch_timeouts,
+    stream_timeouts,
+)
+from ors_gym.backends.http.transport._pool import failure_of, pooled_transport
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
@@ -49,6 +51,13 @@ _T = TypeVar("_T")
 #: Distinct URLs whose parsed form a backend keeps (a server's few endpoints).
 _URL_CACHE = 256
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: Timeout of the best-effort requests ``close()`` and the keepalive make.
+BACKGROUND_TIMEOUT_S = 5.0
+#: The most ``close()`` spends giving back sessions and ids (each release retries, and
+#: waits out a 429, as every request does: this bounds them all).
+CLOSE_TIMEOUT_S = 10.0
+#: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
 
 class AsyncHttpBackend(AsyncFace):
