@@ -3,7 +3,7 @@
 ``Exchange.request`` is a JSON request and ``Exchange.new_session_id`` a
 hosted deployment's ``/create_session``; both are generators of steps (see
 ``_steps``) that ``AsyncHttpBackend`` performs, with time from a clock it
-passes in. A tool call (``_calls``) builds on them. Here live the decisions,
+passes in. A tool call (``_calls``) is made with them. Here live the decisions,
 testable with no socket: what to retry (429/502/503/504 and dropped
 connections, never a 500, and not a refused connection: nothing listens, so
 waiting only delays the error; see ``_retry`` for the budgets and the
@@ -66,7 +66,8 @@ _CREDENTIALS = frozenset({"authorization", "x-api-key", "x-secrets", "cookie"})
 
 
 class Exchange:
-    """Requests to one server, as sans-IO generators; ``Ops`` builds the endpoints on it.
+    """Requests to one server, as sans-IO generators; ``Ops`` holds one and builds the
+    endpoints with it, and its ``ToolCalls`` makes tool calls with it.
 
     ``clock`` is the driver's monotonic clock (seconds).
     """

@@ -128,7 +128,7 @@ class AsyncHttpBackend(AsyncFace):
         protocol (the platform's API): retried, redirected and reported as every ORS
         request is (``idempotent=False``: sent again only when the server cannot have
         read it). Returns the decoded JSON answer."""
-        return await self._run(self._ops.request(
+        return await self._run(self._ops.exchange.request(
             method, path, what=what or f"{method} {path}", where=self._ops.where(),
             body=body, idempotent=idempotent))
 
@@ -277,7 +277,7 @@ class AsyncHttpBackend(AsyncFace):
 
     async def probe(self, timeout: float = BACKGROUND_TIMEOUT_S) -> None:
         """One ``/health`` request without retries; raises OrsError if the server is not up."""
-        await self._run(self._ops.request("GET", "/health", what="GET /health",
+        await self._run(self._ops.exchange.request("GET", "/health", what="GET /health",
                                           where=self._ops.where(), max_retries=0,
                                           timeout=timeout))
 
