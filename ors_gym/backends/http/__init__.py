@@ -10,11 +10,10 @@ modules, in reading order:
 - ``_retry``: what is retried and after how long, and the process's rate
   limit per server and key (429s); ``_sse``: an SSE answer parsed by
   httpx-sse and reassembled; ``_steps``: what an operation asks the driver to do
-  (and the httpx timeouts of each);
-- ``_failures``: the errors of requests that got no answer; ``_exchange``: one
-  JSON request, redirected and retried; ``_calls``: one tool call, resent or
-  resumed only when safe;
-  ``_ops``: every ORS endpoint as an operation;
+  (and the httpx timeouts of each), and the errors of requests that got no answer;
+- ``_exchange``: one JSON request, redirected and retried; ``_calls``: one tool
+  call, resent or resumed only when safe; ``_ops``: every ORS endpoint as an
+  operation, made with one ``Exchange`` and its ``ToolCalls``;
 - ``async_``: the driver; ``sync``: its blocking face;
 - ``transport/``: how the bytes move, a folder a reader can skip
   (``_pool.PooledTransport``, the httpx transport ``async_`` sends through by

@@ -31,11 +31,19 @@ from typing import Any
 
 from ors_gym.backends.http._codec import encode_json, mask, status_error
 from ors_gym.backends.http._exchange import Exchange, log_answer
-from ors_gym.backends.http._failures import CallDeadline, call_timeout_error
 from ors_gym.backends.http._retry import RetryHint, add_note, retry_delay, retry_hint
 from ors_gym.backends.http._settings import Where
 from ors_gym.backends.http._sse import HEARTBEAT_S, StreamAssembler
-from ors_gym.backends.http._steps import Answer, Failure, Op, Sleep, Stream, Streamed
+from ors_gym.backends.http._steps import (
+    Answer,
+    CallDeadline,
+    Failure,
+    Op,
+    Sleep,
+    Stream,
+    Streamed,
+    call_timeout_error,
+)
 from ors_gym.errors import OrsConnectionError, OrsError, OrsToolError
 
 __all__ = ["ToolCalls"]

@@ -31,7 +31,6 @@ from ors_gym.backends.http._codec import (
     error_detail,
     status_error,
 )
-from ors_gym.backends.http._failures import TotalTime, timeout_error, transport_error
 from ors_gym.backends.http._retry import (
     RetryBudget,
     RetryHint,
@@ -51,6 +50,9 @@ from ors_gym.backends.http._steps import (
     Sleep,
     Stream,
     Streamed,
+    TotalTime,
+    timeout_error,
+    transport_error,
 )
 from ors_gym.errors import OrsError, OrsProtocolError, redact_url
 
