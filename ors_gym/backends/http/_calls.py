@@ -97,7 +97,7 @@ class ToolCalls:
                     )
                 elif isinstance(reply, Answer):
                     moved = x.answered(reply, "POST", target, headers, hops, budget, what,
-                                          where)
+                                       where)
                     if moved is not None:  # a redirect answer: the call did not run
                         (target, headers), hops = moved
                         continue

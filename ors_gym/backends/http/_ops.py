@@ -123,8 +123,9 @@ class Ops:
         """Give back a session id no session uses (``/delete_session``), retried as every
         request is; a failure in the end is logged, not raised."""
         try:
-            yield from self.exchange.request("POST", "/delete_session", what="release a session id",
-                                    where=self.where(session_id=session_id), timeout=timeout)
+            yield from self.exchange.request(
+                "POST", "/delete_session", what="release a session id",
+                where=self.where(session_id=session_id), timeout=timeout)
         except OrsError as exc:
             logger.debug("release of session id %s failed: %s", session_id, exc.message)
 
@@ -140,7 +141,7 @@ class Ops:
         sid = yield from self._discovery()
         try:
             return (yield from self.exchange.request(method, path, what=f"{method} {path}",
-                                            where=self.where(env, sid), body=body))
+                                                     where=self.where(env, sid), body=body))
         except OrsRequestError as exc:
             if sid is None or exc.status_code not in (404, 410) or (
                     "deployment not found" in exc.message.lower()):
@@ -151,7 +152,7 @@ class Ops:
                 self.discovery_sid = None
             sid = yield from self._discovery()
             return (yield from self.exchange.request(method, path, what=f"{method} {path}",
-                                            where=self.where(env, sid), body=body))
+                                                     where=self.where(env, sid), body=body))
 
     def health(self) -> Op[dict[str, Any]]:
         """``/health``: ``{"status": "ok"}`` when the server is up."""
@@ -298,9 +299,9 @@ class Ops:
             body["toolset_name"] = kwargs["toolset"]
         try:
             yield from self.exchange.request("POST", "/create",
-                                    what=f"create a {env or self.default_name} session",
-                                    where=self.where(env, sid), body=body, secrets=secrets,
-                                    setup=True, scoped=scoped)
+                                             what=f"create a {env or self.default_name} session",
+                                             where=self.where(env, sid), body=body, secrets=secrets,
+                                             setup=True, scoped=scoped)
         except OrsRequestError as exc:
             # Only a resent /create whose first attempt got through meets our own uuid4.
             if exc.status_code != 400 or "already exists" not in exc.message:
@@ -311,7 +312,7 @@ class Ops:
     ) -> Op[Any]:
         path = self.path(env, endpoint)
         return self.exchange.request("GET", path, what=f"GET {path}",
-                            where=self.where(env, session_id), session=True, setup=setup)
+                                     where=self.where(env, session_id), session=True, setup=setup)
 
     def prompt(self, env_name: str, session_id: str) -> Op[list[Block]]:
         """The first observation, as blocks; waits up to ``setup_timeout`` for the
@@ -395,7 +396,7 @@ class Ops:
                 break
             try:
                 yield from self.exchange.request("POST", path, what=what, where=where, session=True,
-                                        max_retries=max_retries, timeout=timeout)
+                                                 max_retries=max_retries, timeout=timeout)
             except (OrsSessionExpired, OrsConnectionError) as exc:
                 logger.debug("%s of session %s skipped: %s", path, session_id, exc.message)
             except OrsError as exc:
@@ -408,5 +409,5 @@ class Ops:
     ) -> Op[None]:
         """Keep the session alive; raises OrsSessionExpired once it is gone."""
         yield from self.exchange.request("POST", "/ping", what="ping the session",
-                                where=self.where(session_id=session_id), session=True,
-                                max_retries=max_retries, timeout=timeout)
+                                         where=self.where(session_id=session_id), session=True,
+                                         max_retries=max_retries, timeout=timeout)
