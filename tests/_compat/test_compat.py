@@ -864,7 +864,7 @@ def _lean_pool_answers() -> tuple[list[bytes], list[Any]]:
     the bodies, and the connection's state lock as each request found it."""
     import httpcore
 
-    from ors_gym.backends.http._http11 import Http11Pool
+    from ors_gym.backends.http.transport._http11 import Http11Pool
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         while await reader.readuntil(b"\r\n\r\n"):
@@ -896,7 +896,7 @@ def test_an_http11_connection_has_the_state_lock_replaced_here() -> None:
 
     import httpcore
 
-    from ors_gym.backends.http._aio import AsyncioStream
+    from ors_gym.backends.http.transport._aio import AsyncioStream
 
     loop = asyncio.new_event_loop()
     connection = httpcore.AsyncHTTP11Connection(

@@ -31,11 +31,19 @@ from typing import Any
 
 from ors_gym.backends.http._codec import encode_json, mask, status_error
 from ors_gym.backends.http._exchange import Exchange, log_answer
-from ors_gym.backends.http._failures import CallDeadline, call_timeout_error
 from ors_gym.backends.http._retry import RetryHint, add_note, retry_delay, retry_hint
 from ors_gym.backends.http._settings import Where
 from ors_gym.backends.http._sse import HEARTBEAT_S, StreamAssembler
-from ors_gym.backends.http._steps import Answer, Failure, Op, Sleep, Stream, Streamed
+from ors_gym.backends.http._steps import (
+    Answer,
+    CallDeadline,
+    Failure,
+    Op,
+    Sleep,
+    Stream,
+    Streamed,
+    call_timeout_error,
+)
 from ors_gym.errors import OrsConnectionError, OrsError, OrsToolError
 
 __all__ = ["ToolCalls"]
@@ -43,17 +51,22 @@ __all__ = ["ToolCalls"]
 logger = logging.getLogger("ors_gym.http")
 
 
-class ToolCalls(Exchange):
-    """An ``Exchange`` that also makes SSE tool calls (``/call``, ``/score_group``)."""
+class ToolCalls:
+    """SSE tool calls (``/call``, ``/score_group``) over an ``Exchange``: its headers,
+    retry budgets, redirects and the values its errors hide."""
+
+    def __init__(self, exchange: Exchange) -> None:
+        self.exchange = exchange
 
     def stream(self, path: str, body: dict[str, Any], *, what: str, where: Where) -> Op[Any]:
         """POST a ``/call``-style request and reassemble its SSE answer, resuming drops
         (see the module docstring for when a call is sent again)."""
-        s = self.settings
-        headers = self.headers(where.session_id)
-        budget = self.budget()
+        x = self.exchange
+        s = x.settings
+        headers = x.headers(where.session_id)
+        budget = x.budget()
         deadline = (None if s.call_timeout is None else
-                    CallDeadline(s, self.clock, self.clock() + s.call_timeout, what, where))
+                    CallDeadline(s, x.clock, x.clock() + s.call_timeout, what, where))
         task_id: str | None = None
         target, hops = path, 0
         returned = False
@@ -74,21 +87,21 @@ class ToolCalls(Exchange):
                 task_id = sink.task_id or task_id
                 if isinstance(reply, Streamed):
                     log_answer("POST", target, 200, reply.elapsed)
-                    budget.through(self.clock())
+                    budget.through(x.clock())
                     if sink.done:
-                        result = _finish(sink, sent_task_id, what, where, self.hidden)
+                        result = _finish(sink, sent_task_id, what, where, x.hidden)
                         returned = True
                         return result
                     failure: OrsError = OrsConnectionError(
                         f"{what}: the stream ended before its result", **where.kw()
                     )
                 elif isinstance(reply, Answer):
-                    moved = self.answered(reply, "POST", target, headers, hops, budget, what,
-                                          where)
+                    moved = x.answered(reply, "POST", target, headers, hops, budget, what,
+                                       where)
                     if moved is not None:  # a redirect answer: the call did not run
                         (target, headers), hops = moved
                         continue
-                    failure = status_error(reply.status, self.detail(reply.body), what=what,
+                    failure = status_error(reply.status, x.detail(reply.body), what=what,
                                            where=where, session=True)
                     hint = retry_hint(reply.status, reply.headers)
                     if hint is None:
@@ -117,7 +130,7 @@ class ToolCalls(Exchange):
                         "(it could run twice); the episode's state is uncertain, call reset()",
                         **where.kw(),
                     )
-                delay = retry_delay(budget, hint, failure, what, self.clock())
+                delay = retry_delay(budget, hint, failure, what, x.clock())
                 if deadline is not None:
                     if hint is not None and hint.limited and delay >= deadline.left():
                         raise call_timeout_error(s, what, where)  # never sooner than asked
@@ -126,7 +139,7 @@ class ToolCalls(Exchange):
                              "resuming" if task_id else "retrying", delay)
                 yield Sleep(delay)
         finally:
-            budget.finish(self.clock(), gave_up=not returned)
+            budget.finish(x.clock(), gave_up=not returned)
 
     def _lost(self, reply: Failure, task_id: str | None, read_timeout: float, what: str,
               where: Where) -> OrsError:
@@ -144,7 +157,7 @@ class ToolCalls(Exchange):
                 "it is resumed by that task_id, so the tool runs once",
                 **where.kw(),
             )
-        return self.transport_error(what, where, reply)
+        return self.exchange.transport_error(what, where, reply)
 
 
 def _finish(sink: StreamAssembler, sent_task_id: str | None, what: str, where: Where,

@@ -3,12 +3,17 @@
 ``Exchange.request`` is a JSON request and ``Exchange.new_session_id`` a
 hosted deployment's ``/create_session``; both are generators of steps (see
 ``_steps``) that ``AsyncHttpBackend`` performs, with time from a clock it
-passes in. A tool call (``_calls``) builds on them. Here live the decisions,
+passes in. A tool call (``_calls``) is made with them. Here live the decisions,
 testable with no socket: what to retry (429/502/503/504 and dropped
 connections, never a 500, and not a refused connection: nothing listens, so
-waiting only delays the error; see ``_retry`` for the budgets, and
-``_ratelimit`` for the process's rate limit), and where a redirect may lead
-(``_redirects``).
+waiting only delays the error; see ``_retry`` for the budgets and the
+process's rate limit), and where a redirect may lead (``Redirects``, below).
+
+Redirects within the server keep every header; one to another origin drops
+the credentials (API key, secrets, auth, the user's headers), so they reach
+only the server they were meant for. A hosted deployment answers its bare
+paths with a permanent redirect to its default environment
+(``/prompt`` -> ``/echo/prompt``); once seen, later requests go there at once.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+from urllib.parse import urljoin
 
 from ors_gym.backends.base import Secrets, secret_values
 from ors_gym.backends.http._codec import (
@@ -25,17 +31,15 @@ from ors_gym.backends.http._codec import (
     error_detail,
     status_error,
 )
-from ors_gym.backends.http._failures import TotalTime, timeout_error, transport_error
-from ors_gym.backends.http._ratelimit import gate_for
-from ors_gym.backends.http._redirects import Redirects
 from ors_gym.backends.http._retry import (
     RetryBudget,
     RetryHint,
     add_note,
+    gate_for,
     retry_delay,
     retry_hint,
 )
-from ors_gym.backends.http._settings import Settings, Where, origin
+from ors_gym.backends.http._settings import Settings, Where, origin, url_of
 from ors_gym.backends.http._sse import StreamAssembler
 from ors_gym.backends.http._steps import (
     MISSING,
@@ -46,16 +50,26 @@ from ors_gym.backends.http._steps import (
     Sleep,
     Stream,
     Streamed,
+    TotalTime,
+    timeout_error,
+    transport_error,
 )
 from ors_gym.errors import OrsError, OrsProtocolError, redact_url
 
-__all__ = ["Exchange"]
+__all__ = ["MAX_REDIRECTS", "REDIRECTS", "Exchange", "Redirects"]
 
 logger = logging.getLogger("ors_gym.http")
 
+#: Redirect statuses followed (the SDK answers 308 for an unknown environment path).
+REDIRECTS = frozenset({301, 302, 303, 307, 308})
+MAX_REDIRECTS = 5
+#: Headers that never follow a redirect to another origin (credentials, secrets).
+_CREDENTIALS = frozenset({"authorization", "x-api-key", "x-secrets", "cookie"})
+
 
 class Exchange:
-    """Requests to one server, as sans-IO generators; ``Ops`` builds the endpoints on it.
+    """Requests to one server, as sans-IO generators; ``Ops`` holds one and builds the
+    endpoints with it, and its ``ToolCalls`` makes tool calls with it.
 
     ``clock`` is the driver's monotonic clock (seconds).
     """
@@ -301,3 +315,60 @@ def log_answer(method: str, path: str, status: int, elapsed: float) -> None:
     """A DEBUG line per answer (a redirect's whole URL without its credentials)."""
     shown = redact_url(path) if path.startswith(("http://", "https://")) else path
     logger.debug("%s %s -> %d in %.1f ms", method, shown, status, elapsed * 1000)
+
+
+# -- redirects -------------------------------------------------------------------------
+
+
+class Redirects:
+    """Follows a server's redirects; remembers a hosted deployment's default path."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        #: Where a hosted deployment's bare paths lead, once a permanent redirect showed it.
+        self.default_segment: str | None = None
+
+    def follow(
+        self, reply: Answer, current: str, hops: int, headers: dict[str, str], what: str,
+        where: Where,
+    ) -> tuple[str, dict[str, str]] | None:
+        """Where a redirect answer leads, and the headers to send there; None if the
+        answer is no redirect."""
+        location = reply.headers.get("location") if reply.status in REDIRECTS else None
+        if not location:
+            return None
+        base = self.settings.location
+        url = urljoin(url_of(base, current), location.strip())
+        if hops >= MAX_REDIRECTS:
+            raise OrsProtocolError(
+                f"{what}: the server redirected more than {MAX_REDIRECTS} times, last to "
+                f"{redact_url(url)} (a redirect loop?); check the base URL",
+                **where.kw(),
+            )
+        if not url.startswith(("http://", "https://")):
+            raise OrsProtocolError(
+                f"{what}: the server redirected to {redact_url(url)!r}, not an http(s) URL",
+                **where.kw(),
+            )
+        if origin(url) != origin(base):
+            dropped = _CREDENTIALS | {name.lower() for name in self.settings.headers}
+            logger.debug("%s: redirected to another origin (%s); credentials not sent there",
+                         what, redact_url(url))
+            return url, {k: v for k, v in headers.items() if k.lower() not in dropped}
+        if url == base or url.startswith(base + "/"):
+            moved_to = url[len(base):] or "/"
+            self._learn_default(reply.status, current, moved_to)
+            return moved_to, headers
+        return url, headers
+
+    def _learn_default(self, status: int, current: str, moved_to: str) -> None:
+        """Remember the environment a hosted deployment's bare paths are redirected to
+        (the SDK server answers a bare path with a 308 to ``/{default}{path}``); the SDK
+        client follows that redirect every time, ors_gym once."""
+        if status not in (301, 308) or not self.settings.hosted or current.count("/") != 1:
+            return
+        segment, _, rest = moved_to.lstrip("/").partition("/")
+        if segment and "/" + rest == current.split("?")[0] and self.default_segment is None:
+            logger.debug("%s redirects bare paths to /%s; using it from now on",
+                         self.settings.deployment, segment)
+            self.default_segment = segment

@@ -25,6 +25,7 @@ from typing import Any, Unpack
 
 from ors_gym.backends.base import SessionArgs, check_session_args, secret_values
 from ors_gym.backends.http._calls import ToolCalls
+from ors_gym.backends.http._exchange import Exchange
 from ors_gym.backends.http._settings import Settings, Where, key_domains
 from ors_gym.backends.http._steps import MISSING, Op
 from ors_gym.errors import (
@@ -50,19 +51,26 @@ __all__ = ["Ops"]
 logger = logging.getLogger("ors_gym.http")
 
 
-class Ops(ToolCalls):
+class Ops:
     """The ORS client protocol as sans-IO operations.
 
     Each public method returns an ``Op`` generator; ``AsyncHttpBackend`` runs it with
-    ``send`` until ``StopIteration`` carries the result.
+    ``send`` until ``StopIteration`` carries the result. JSON requests go through
+    ``exchange`` (an ``Exchange``), tool calls through ``calls`` (a ``ToolCalls`` over it).
     """
 
     def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
-        super().__init__(settings, clock)
+        self.settings = settings
+        self.exchange = Exchange(settings, clock)
+        self.calls = ToolCalls(self.exchange)
         self.env_names: list[str] | None = None
         self.messages_missing = False
         #: A hosted deployment's ephemeral session id for discovery requests.
         self.discovery_sid: str | None = None
+
+    @property
+    def location(self) -> str:
+        return self.settings.location
 
     # -- hosted deployments ----------------------------------------------------------------
 
@@ -78,7 +86,7 @@ class Ops(ToolCalls):
         s = self.settings
         if s.hosted and not env_name:
             env_name = s.deployment if s.variant is None else f"{s.deployment}:{s.variant}"
-        return super().where(env_name, session_id, tool)
+        return self.exchange.where(env_name, session_id, tool)
 
     @staticmethod
     def path(env: str, endpoint: str) -> str:
@@ -101,7 +109,7 @@ class Ops(ToolCalls):
             return None
         sid = self.discovery_sid
         if sid is None:
-            sid = yield from self.new_session_id(self.where())
+            sid = yield from self.exchange.new_session_id(self.where())
             self.discovery_sid = sid
         return sid
 
@@ -115,15 +123,16 @@ class Ops(ToolCalls):
         """Give back a session id no session uses (``/delete_session``), retried as every
         request is; a failure in the end is logged, not raised."""
         try:
-            yield from self.request("POST", "/delete_session", what="release a session id",
-                                    where=self.where(session_id=session_id), timeout=timeout)
+            yield from self.exchange.request(
+                "POST", "/delete_session", what="release a session id",
+                where=self.where(session_id=session_id), timeout=timeout)
         except OrsError as exc:
             logger.debug("release of session id %s failed: %s", session_id, exc.message)
 
     # -- discovery ---------------------------------------------------------------------------
 
     def _get(self, path: str) -> Op[Any]:
-        return self.request("GET", path, what=f"GET {path}", where=self.where())
+        return self.exchange.request("GET", path, what=f"GET {path}", where=self.where())
 
     def _discover(self, method: str, env: str, endpoint: str, body: Any = None) -> Op[Any]:
         """A discovery request; a hosted one carries the discovery session id, and is
@@ -131,8 +140,8 @@ class Ops(ToolCalls):
         path = self.path(env, endpoint)
         sid = yield from self._discovery()
         try:
-            return (yield from self.request(method, path, what=f"{method} {path}",
-                                            where=self.where(env, sid), body=body))
+            return (yield from self.exchange.request(method, path, what=f"{method} {path}",
+                                                     where=self.where(env, sid), body=body))
         except OrsRequestError as exc:
             if sid is None or exc.status_code not in (404, 410) or (
                     "deployment not found" in exc.message.lower()):
@@ -142,8 +151,8 @@ class Ops(ToolCalls):
             if self.discovery_sid == sid:
                 self.discovery_sid = None
             sid = yield from self._discovery()
-            return (yield from self.request(method, path, what=f"{method} {path}",
-                                            where=self.where(env, sid), body=body))
+            return (yield from self.exchange.request(method, path, what=f"{method} {path}",
+                                                     where=self.where(env, sid), body=body))
 
     def health(self) -> Op[dict[str, Any]]:
         """``/health``: ``{"status": "ok"}`` when the server is up."""
@@ -185,7 +194,7 @@ class Ops(ToolCalls):
         key = env_name.lower()
         if self.settings.hosted:  # the deployment's default: bare paths, until redirected
             if key == self.settings.deployment.lower():  # type: ignore[union-attr]
-                return self.default_segment or ""
+                return self.exchange.default_segment or ""
             return key
         names = self.env_names
         if names is not None and key in names:  # the hot path: nothing to ask
@@ -262,11 +271,12 @@ class Ops(ToolCalls):
         (see the module docstring). The arguments are checked first."""
         check_session_args(kwargs)
         overrides = kwargs.get("env_overrides")
-        self.hide([*secret_values(kwargs.get("secrets")).values(), *(overrides or {}).values()])
+        self.exchange.hide([*secret_values(kwargs.get("secrets")).values(),
+                            *(overrides or {}).values()])
         env = yield from self.env(env_name)
         if not self.settings.hosted:
             return str(uuid.uuid4())
-        return (yield from self.new_session_id(
+        return (yield from self.exchange.new_session_id(
             self.where(env), kwargs.get("secrets"), self._key_secrets(),
             body={"env": dict(overrides)} if overrides else None))
 
@@ -288,10 +298,10 @@ class Ops(ToolCalls):
         if kwargs.get("toolset") is not None:
             body["toolset_name"] = kwargs["toolset"]
         try:
-            yield from self.request("POST", "/create",
-                                    what=f"create a {env or self.default_name} session",
-                                    where=self.where(env, sid), body=body, secrets=secrets,
-                                    setup=True, scoped=scoped)
+            yield from self.exchange.request("POST", "/create",
+                                             what=f"create a {env or self.default_name} session",
+                                             where=self.where(env, sid), body=body, secrets=secrets,
+                                             setup=True, scoped=scoped)
         except OrsRequestError as exc:
             # Only a resent /create whose first attempt got through meets our own uuid4.
             if exc.status_code != 400 or "already exists" not in exc.message:
@@ -301,8 +311,8 @@ class Ops(ToolCalls):
         self, env: str, endpoint: str, session_id: str, setup: bool = False
     ) -> Op[Any]:
         path = self.path(env, endpoint)
-        return self.request("GET", path, what=f"GET {path}",
-                            where=self.where(env, session_id), session=True, setup=setup)
+        return self.exchange.request("GET", path, what=f"GET {path}",
+                                     where=self.where(env, session_id), session=True, setup=setup)
 
     def prompt(self, env_name: str, session_id: str) -> Op[list[Block]]:
         """The first observation, as blocks; waits up to ``setup_timeout`` for the
@@ -317,7 +327,7 @@ class Ops(ToolCalls):
         env = yield from self.env(env_name)
         if not self.messages_missing:
             path = self.path(env, "messages")
-            answer = yield from self.request(
+            answer = yield from self.exchange.request(
                 "GET", path, what=f"GET {path}",
                 where=self.where(env, session_id), session=True,
                 fallback=frozenset({404, 405}), setup=True,
@@ -343,7 +353,7 @@ class Ops(ToolCalls):
     ) -> Op[CallResult]:
         """One tool call; agent mistakes are ``RunToolError``, a raising tool OrsToolError."""
         env = yield from self.env(env_name)
-        answer = yield from self.stream(
+        answer = yield from self.calls.stream(
             self.path(env, "call"),
             {"name": name, "input": dict(arguments)},
             what=f"tool call {name!r}",
@@ -357,7 +367,7 @@ class Ops(ToolCalls):
     ) -> Op[list[GroupScore]]:
         """Score candidate transcripts, index-aligned."""
         env = yield from self.env(env_name)
-        answer = yield from self.stream(
+        answer = yield from self.calls.stream(
             self.path(env, "score_group"),
             {"candidates": [dict(c) for c in candidates]},
             what="score_group",
@@ -385,8 +395,8 @@ class Ops(ToolCalls):
             if path == "/delete_session" and not self.settings.hosted:
                 break
             try:
-                yield from self.request("POST", path, what=what, where=where, session=True,
-                                        max_retries=max_retries, timeout=timeout)
+                yield from self.exchange.request("POST", path, what=what, where=where, session=True,
+                                                 max_retries=max_retries, timeout=timeout)
             except (OrsSessionExpired, OrsConnectionError) as exc:
                 logger.debug("%s of session %s skipped: %s", path, session_id, exc.message)
             except OrsError as exc:
@@ -398,6 +408,6 @@ class Ops(ToolCalls):
         self, session_id: str, *, max_retries: int | None = None, timeout: float | None = None
     ) -> Op[None]:
         """Keep the session alive; raises OrsSessionExpired once it is gone."""
-        yield from self.request("POST", "/ping", what="ping the session",
-                                where=self.where(session_id=session_id), session=True,
-                                max_retries=max_retries, timeout=timeout)
+        yield from self.exchange.request("POST", "/ping", what="ping the session",
+                                         where=self.where(session_id=session_id), session=True,
+                                         max_retries=max_retries, timeout=timeout)

@@ -25,19 +25,21 @@ import httpx
 from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
-from ors_gym.backends.http._httpx import (
-    BACKGROUND_TIMEOUT_S,
-    CLOSE_TIMEOUT_S,
-    SSE_HEADERS,
-    failure_of,
+from ors_gym.backends.http._ops import Ops
+from ors_gym.backends.http._options import HttpOptions
+from ors_gym.backends.http._settings import configure, url_of
+from ors_gym.backends.http._steps import (
+    Answer,
+    Failure,
+    Fetch,
+    Op,
+    Reply,
+    Stream,
+    Streamed,
     fetch_timeouts,
     stream_timeouts,
 )
-from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._options import HttpOptions
-from ors_gym.backends.http._pool import pooled_transport
-from ors_gym.backends.http._settings import configure, url_of
-from ors_gym.backends.http._steps import Answer, Failure, Fetch, Op, Reply, Stream, Streamed
+from ors_gym.backends.http.transport._pool import failure_of, pooled_transport
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
 
@@ -49,6 +51,13 @@ _T = TypeVar("_T")
 #: Distinct URLs whose parsed form a backend keeps (a server's few endpoints).
 _URL_CACHE = 256
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+#: Timeout of the best-effort requests ``close()`` and the keepalive make.
+BACKGROUND_TIMEOUT_S = 5.0
+#: The most ``close()`` spends giving back sessions and ids (each release retries, and
+#: waits out a 429, as every request does: this bounds them all).
+CLOSE_TIMEOUT_S = 10.0
+#: What an SSE request adds to its headers (as ``httpx_sse.connect_sse`` does).
+SSE_HEADERS = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
 
 
 class AsyncHttpBackend(AsyncFace):
@@ -119,7 +128,7 @@ class AsyncHttpBackend(AsyncFace):
         protocol (the platform's API): retried, redirected and reported as every ORS
         request is (``idempotent=False``: sent again only when the server cannot have
         read it). Returns the decoded JSON answer."""
-        return await self._run(self._ops.request(
+        return await self._run(self._ops.exchange.request(
             method, path, what=what or f"{method} {path}", where=self._ops.where(),
             body=body, idempotent=idempotent))
 
@@ -268,7 +277,7 @@ class AsyncHttpBackend(AsyncFace):
 
     async def probe(self, timeout: float = BACKGROUND_TIMEOUT_S) -> None:
         """One ``/health`` request without retries; raises OrsError if the server is not up."""
-        await self._run(self._ops.request("GET", "/health", what="GET /health",
+        await self._run(self._ops.exchange.request("GET", "/health", what="GET /health",
                                           where=self._ops.where(), max_retries=0,
                                           timeout=timeout))
 

@@ -403,7 +403,7 @@ def test_session_id_operation() -> None:
     from ors_gym.backends.http._steps import Answer, Failure, Sleep, Stream
 
     ops = Ops(Settings(location="http://gw.test", deployment="A/b", api_key="k"), lambda: 0.0)
-    op = ops.new_session_id(ops.where())
+    op = ops.exchange.new_session_id(ops.where())
     step = op.send(None)
     assert isinstance(step, Stream) and step.path == "/create_session"
     assert step.headers["X-Deployment"] == "A/b" and step.headers["X-API-Key"] == "k"
@@ -412,7 +412,7 @@ def test_session_id_operation() -> None:
         op.send(Failure("broken", "ReadError", "the connection dropped"))
     assert done.value.value == "gw-1"
 
-    op = ops.new_session_id(ops.where())
+    op = ops.exchange.new_session_id(ops.where())
     op.send(None)
     sleep = op.send(Answer(429, {"retry-after": "2"}, b'{"detail": "slow down"}'))
     assert isinstance(sleep, Sleep) and sleep.seconds == 2.0

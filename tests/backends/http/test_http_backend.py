@@ -717,3 +717,46 @@ def test_both_faces_take_one_options_object_and_probe(srv: ServerThread) -> None
         HttpBackend(srv.url, call_timout=1)
     with pytest.raises(ValueError, match="call_timeout must be a positive number"):
         HttpBackend(srv.url, call_timeout=0)
+
+
+def test_a_tool_call_crosses_twelve_modules_three_of_them_the_transport(
+    srv: ServerThread,
+) -> None:
+    """The modules of ``backends/http`` whose code runs during one warm tool call (traced in
+    this thread; a dataclass's generated ``__init__`` counts for its class's module): a
+    reader follows a call through at most twelve, three of them the transport."""
+    import os
+    import sys
+    from types import FrameType
+
+    from ors_gym.backends import http
+    from ors_gym.backends.http import AsyncHttpBackend
+
+    package = os.path.dirname(http.__file__) + os.sep
+    ran: set[str] = set()
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        if event != "call":
+            return
+        path = frame.f_code.co_filename
+        if path == "<string>":  # a dataclass's generated method
+            owner = sys.modules.get(type(frame.f_locals.get("self")).__module__)
+            path = getattr(owner, "__file__", None) or ""
+        if path.startswith(package):
+            ran.add(os.path.relpath(path, package))
+
+    async def main() -> None:
+        async with AsyncHttpBackend(srv.url) as backend:
+            sid = await backend.create_session("echo", split="train", index=0)
+            await backend.call("echo", sid, "echo", {"text": "warm"})
+            sys.setprofile(profile)
+            try:
+                result = await backend.call("echo", sid, "echo", {"text": "traced"})
+            finally:
+                sys.setprofile(None)
+            assert "traced" in str(result)
+
+    asyncio.run(main())
+    transport = {m for m in ran if m.startswith("transport" + os.sep)}
+    assert {"async_.py", "_ops.py", "_calls.py", "transport/_pool.py".replace("/", os.sep)} <= ran
+    assert len(ran) <= 12 and len(transport) <= 3, sorted(ran)

@@ -22,9 +22,9 @@ import pytest
 
 from ors_gym.backends.http._codec import BodyDecoder, status_error
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._ratelimit import RateGate
 from ors_gym.backends.http._retry import (
     MAX_DELAY,
+    RateGate,
     RetryBudget,
     RetryHint,
     parse_retry_after,
@@ -77,7 +77,8 @@ class Clock:
 def _ops(clock: Clock | None = None, **settings: Any) -> Ops:
     ops = Ops(Settings(location=URL, api_key="sk-SECRET", **settings), clock or Clock())
     ops.env_names = ["echo"]  # as if /list_environments had been asked
-    ops.gate = RateGate(URL)  # its own: the process's gate for URL outlives the test's clock
+    # its own gate: the process's gate for URL outlives the test's clock
+    ops.exchange.gate = RateGate(URL)
     return ops
 
 
@@ -192,7 +193,7 @@ def test_429s_spend_no_retries_and_progress_is_shared_by_the_process() -> None:
     clock = Clock()
     gate = RateGate(URL)
     first, second = _ops(clock, max_retries=0, rate_limit_timeout=3.0), _ops(clock)
-    first.gate = second.gate = gate  # two envs of one process, one key
+    first.exchange.gate = second.exchange.gate = gate  # two envs of one process, one key
     op = first.health()
     _send(op, None)
     limited = _json(429, {"detail": "slow down"}, **{"retry-after": "2"})

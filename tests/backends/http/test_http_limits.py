@@ -170,7 +170,7 @@ def test_a_connect_is_not_timed_out_by_a_stalled_loop() -> None:
     a 1 s timeout is under way: the connection is made, the stall is not counted."""
     import time
 
-    from ors_gym.backends.http._aio import AsyncioBackend
+    from ors_gym.backends.http.transport._aio import AsyncioBackend
 
     async def main() -> None:
         server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)

@@ -22,9 +22,9 @@ import httpcore
 import httpx
 import pytest
 
-from ors_gym.backends.http._aio import poll_readable, select_readable
-from ors_gym.backends.http._http11 import Http11Pool
-from ors_gym.backends.http._pool import (
+from ors_gym.backends.http.transport._aio import poll_readable, select_readable
+from ors_gym.backends.http.transport._http11 import Http11Pool
+from ors_gym.backends.http.transport._pool import (
     IdleConnectionClosedError,
     PooledTransport,
     pooled_transport,

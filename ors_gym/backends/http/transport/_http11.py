@@ -26,7 +26,7 @@ from typing import Any
 import httpcore
 
 from ors_gym._compat.httpcore import lean_state_lock
-from ors_gym.backends.http._aio import AsyncioBackend, AsyncioStream
+from ors_gym.backends.http.transport._aio import AsyncioBackend, AsyncioStream
 
 __all__ = ["Http11Pool", "IdleConnectionClosed"]
 

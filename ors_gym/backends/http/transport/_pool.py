@@ -7,11 +7,13 @@ it, and ``AsyncHttpBackend`` calls its ``handle_async_request`` directly.
 ``pooled_transport`` makes one to share between backends; when a proxy variable
 is set it makes an ``EnvProxyTransport`` instead, which sends through an
 ``httpx.AsyncClient(trust_env=True)``, so the variables mean what they mean
-to httpx (``NO_PROXY`` included).
+to httpx (``NO_PROXY`` included). ``failure_of`` tells the operations what an
+httpx exception from any transport means (a ``Failure``).
 """
 
 from __future__ import annotations
 
+import errno
 import urllib.request
 from collections.abc import AsyncIterable, AsyncIterator
 from typing import NoReturn, cast
@@ -19,15 +21,17 @@ from typing import NoReturn, cast
 import httpcore
 import httpx
 
-from ors_gym.backends.http._aio import AsyncioBackend
-from ors_gym.backends.http._http11 import Http11Pool, IdleConnectionClosed
 from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
+from ors_gym.backends.http._steps import Failure, FailureKind
+from ors_gym.backends.http.transport._aio import AsyncioBackend
+from ors_gym.backends.http.transport._http11 import Http11Pool, IdleConnectionClosed
 
 __all__ = [
     "MAX_CONNECTIONS_PER_HOST",
     "EnvProxyTransport",
     "IdleConnectionClosedError",
     "PooledTransport",
+    "failure_of",
     "httpx_error",
     "pooled_transport",
     "proxy_variables_set",
@@ -73,6 +77,39 @@ def _reraise(exc: Exception) -> NoReturn:
     if mapped is exc:
         raise exc
     raise mapped from exc
+
+
+def failure_of(exc: httpx.TransportError) -> Failure:
+    """What the operations need to know about an httpx exception."""
+    kind: FailureKind
+    if _out_of_descriptors(exc):
+        kind = "no_descriptors"
+    elif isinstance(exc, httpx.ConnectTimeout):
+        kind = "connect_timeout"
+    elif isinstance(exc, httpx.ReadTimeout):
+        kind = "read_timeout"
+    elif isinstance(exc, httpx.TimeoutException):
+        kind = "timeout"
+    elif isinstance(exc, httpx.ConnectError):
+        kind = "refused"
+    elif isinstance(exc, IdleConnectionClosedError):
+        kind = "stale"
+    else:
+        kind = "broken"
+    return Failure(kind, type(exc).__name__, str(exc))
+
+
+def _out_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an error it was raised from) is this process, or the system,
+    out of file descriptors (``EMFILE``, ``ENFILE``)."""
+    seen: BaseException | None = exc
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, OSError) and seen.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 class _ResponseStream(httpx.AsyncByteStream):
