@@ -95,7 +95,7 @@ def _sdk_floor(cached: bool = False) -> Iterator[Batch]:
     from openreward.environments.session import call_session_tool
 
     from ors_gym._compat.openreward import enable_introspection_cache
-    from ors_gym.backends.local._sdk import load_sdk as _load_sdk
+    from ors_gym.backends.local.sdk import load_sdk as _load_sdk
     from ors_gym.envs.testing.echo import Echo
 
     _load_sdk()  # installs the hook, as constructing a LocalBackend does

@@ -30,8 +30,8 @@ from gymnasium.utils import seeding
 
 from ors_gym._weights import draw_index
 from ors_gym.actions import AssistantTurn, parse_action
-from ors_gym.backends._factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.backends.base import AsyncBackend, SessionArgs
+from ors_gym.backends.factory import NO_ENVIRONMENT, make_async_backend
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.formats import as_action, parse_output, tools_as

@@ -21,8 +21,8 @@ import numpy as np
 from ors_gym import _cleanup
 from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
-from ors_gym.backends._factory import async_face_of, make_backend
 from ors_gym.backends.base import Backend
+from ors_gym.backends.factory import async_face_of, make_backend
 from ors_gym.catalog import check_reset_options
 from ors_gym.formats import tools_as
 from ors_gym.observations import observation_space

@@ -122,7 +122,7 @@ def register_class(
     can rebuild it), else as the class itself. A bundled id is never replaced:
     a class named like a bundled one needs ``env_id=``.
     """
-    from ors_gym.backends.local._sdk import load_environment_classes
+    from ors_gym.backends.local.sdk import load_environment_classes
 
     try:
         (cls,) = load_environment_classes([env_class])

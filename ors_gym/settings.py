@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from ors_gym._weights import check_weights
-from ors_gym.backends.http._options import HttpOptions, check_names, option_names
+from ors_gym.backends.http.options import HttpOptions, check_names, option_names
 from ors_gym.families import check_tool_format
 from ors_gym.observations import DEFAULT_MAX_PIXELS
 from ors_gym.secret import Secret, reveal

@@ -41,7 +41,7 @@ class BlockingFace(Generic[_Core]):
     """The ``Backend`` interface, blocking, over an ``AsyncBackend`` (``core``).
 
     ``core`` is the async backend and ``runtime`` the loop it runs on; an env
-    made over a face shares both (``backends._factory.async_face_of``).
+    made over a face shares both (``backends.factory.async_face_of``).
     """
 
     #: Names the face's runtime thread and loop.

@@ -3,10 +3,10 @@
 Each class lives in its own module and imports the SDK; this package module
 does not, so ``import ors_gym`` works without the ``local`` extra, and
 importing it changes no environment variable (the SDK's quiet defaults are set
-when a class is first loaded, see ``backends.local._sdk.quiet_sdk_logging``). Classes are
+when a class is first loaded, see ``backends.local.sdk.quiet_sdk_logging``). Classes are
 imported on first attribute access (``ors_gym.envs.GridWorld``), and
 ``BUNDLED`` maps each class name to its ``module:Class`` spec for
-``backends.local._sdk.load_environment_classes`` and the gym registry
+``backends.local.sdk.load_environment_classes`` and the gym registry
 (ids ``ors/<Name>-v0``). The environments for testing clients are apart, in
 :mod:`ors_gym.envs.testing`, and registered only on request.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ors_gym.backends.local._sdk import lazy_class
+from ors_gym.backends.local.sdk import lazy_class
 
 if TYPE_CHECKING:
     from ors_gym.envs.counter import Counter

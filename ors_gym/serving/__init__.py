@@ -3,7 +3,7 @@
 ``serve_in_thread`` is what tests, notebooks and benchmarks use to get a real
 ORS server on 127.0.0.1 with an ephemeral port; ``ors-gym serve`` uses
 ``serve_forever``. Both use the SDK's own ``Server`` under uvicorn; the SDK is loaded by
-``ors_gym.backends.local._sdk`` (``load_environment_classes`` and
+``ors_gym.backends.local.sdk`` (``load_environment_classes`` and
 ``quiet_sdk_logging`` are re-exported here for the apps and scripts).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ors_gym._uvicorn import UvicornThread
-from ors_gym.backends.local._sdk import (
+from ors_gym.backends.local.sdk import (
     load_environment_classes,
     quiet_sdk_logging,
     require_sdk,

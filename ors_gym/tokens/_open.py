@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
-from ors_gym.backends._factory import make_async_backend, make_async_backends
 from ors_gym.backends.base import AsyncBackend
+from ors_gym.backends.factory import make_async_backend, make_async_backends
 from ors_gym.catalog import Catalog
 from ors_gym.registration import async_env_arguments
 from ors_gym.settings import EnvSettings

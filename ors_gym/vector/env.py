@@ -35,8 +35,8 @@ from gymnasium.vector.utils import batch_space
 from ors_gym import _cleanup
 from ors_gym._runtime import Runtime
 from ors_gym.async_env import AsyncOrsEnv, class_env_name
-from ors_gym.backends._factory import make_async_backend, make_async_backends
 from ors_gym.backends.base import AsyncBackend
+from ors_gym.backends.factory import make_async_backend, make_async_backends
 from ors_gym.catalog import Catalog, check_reset_options
 from ors_gym.errors import OrsError
 from ors_gym.observations import empty_observation, observation_space

@@ -51,7 +51,7 @@ from ors_gym._compat import re as compat_re  # noqa: E402
 from ors_gym._compat import renderers as compat_renderers  # noqa: E402
 from ors_gym._compat import sse_starlette as compat_sse  # noqa: E402
 from ors_gym._compat import structlog as compat_structlog  # noqa: E402
-from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
+from ors_gym.backends.local.sdk import load_sdk as _load_sdk  # noqa: E402
 
 _load_sdk()  # imports the SDK as LocalBackend does, and installs the introspection cache
 
@@ -964,7 +964,7 @@ def test_renderers_hub_map_and_harmony_parser() -> None:
 def test_a_subclass_overriding_list_tasks_is_served_its_own_tasks(base_first: bool) -> None:
     """The SDK caches a class's tasks on the class through ``hasattr``; a subclass loaded
     before or after its base filled that cache is still served its own tasks."""
-    from ors_gym.backends.local._sdk import load_environment_classes
+    from ors_gym.backends.local.sdk import load_environment_classes
 
     class Base(Environment):
         @classmethod

@@ -4,7 +4,7 @@
 is its blocking face (``backends._face``). Both take one ``HttpOptions``. The
 modules, in reading order:
 
-- ``_options``: every option, declared once; ``_settings``: the options in
+- ``options``: every option, declared once; ``_settings``: the options in
   force, the server and the credentials; ``_codec``: headers, JSON, answer
   bodies (gzip undone within the size cap), statuses as errors;
 - ``_retry``: what is retried and after how long, and the process's rate
@@ -22,9 +22,9 @@ modules, in reading order:
   ``_pool.failure_of``: what an httpx exception means to the operations).
 """
 
-from ors_gym.backends.http._options import HttpOptions
 from ors_gym.backends.http._settings import API_KEY_VAR, hosted_location, platform_api_location
 from ors_gym.backends.http.async_ import AsyncHttpBackend
+from ors_gym.backends.http.options import HttpOptions
 from ors_gym.backends.http.sync import HttpBackend
 from ors_gym.backends.http.transport._pool import (
     EnvProxyTransport,

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from ors_gym.backends.http._options import HttpOptions
+from ors_gym.backends.http.options import HttpOptions
 from ors_gym.errors import redact_url
 
 __all__ = [

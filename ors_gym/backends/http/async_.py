@@ -26,7 +26,6 @@ from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.base import SessionArgs
 from ors_gym.backends.http._codec import require_sse
 from ors_gym.backends.http._ops import Ops
-from ors_gym.backends.http._options import HttpOptions
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import (
     Answer,
@@ -39,6 +38,7 @@ from ors_gym.backends.http._steps import (
     fetch_timeouts,
     stream_timeouts,
 )
+from ors_gym.backends.http.options import HttpOptions
 from ors_gym.backends.http.transport._pool import failure_of, pooled_transport
 from ors_gym.errors import OrsError, OrsSessionExpired
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split

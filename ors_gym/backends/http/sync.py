@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ors_gym.backends._face import BlockingFace, blocking
-from ors_gym.backends.http._options import HttpOptions
 from ors_gym.backends.http._settings import Settings
 from ors_gym.backends.http.async_ import AsyncHttpBackend
+from ors_gym.backends.http.options import HttpOptions
 
 __all__ = ["HttpBackend"]
 

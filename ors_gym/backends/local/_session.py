@@ -17,7 +17,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from ors_gym._compat.openreward import enable_introspection_cache
-from ors_gym.backends.local import _sdk
+from ors_gym.backends.local import sdk as _sdk
 from ors_gym.backends.local._values import Refused, exc_detail
 
 __all__ = ["Session", "close_all", "dispatch", "open_session"]

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from ors_gym import _json
 from ors_gym._compat.openreward import list_splits
 from ors_gym._compat.pydantic import build_unvalidated
-from ors_gym.backends.local import _sdk
+from ors_gym.backends.local import sdk as _sdk
 from ors_gym.protocol import (
     Block,
     CallResult,

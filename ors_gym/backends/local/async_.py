@@ -18,7 +18,7 @@ from typing import Any, TypeVar, Unpack
 from ors_gym._compat.openreward import list_splits, supports_score_group
 from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.base import SessionArgs, check_session_args, secret_values
-from ors_gym.backends.local import _sdk
+from ors_gym.backends.local import sdk as _sdk
 from ors_gym.backends.local._session import Session, close_all, dispatch, open_session
 from ors_gym.backends.local._values import (
     LOCATION,

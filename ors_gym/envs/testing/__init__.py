@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ors_gym.backends.local._sdk import lazy_class
+from ors_gym.backends.local.sdk import lazy_class
 
 if TYPE_CHECKING:
     from ors_gym.envs.testing.echo import Echo

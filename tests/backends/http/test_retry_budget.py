@@ -16,7 +16,7 @@ import pytest
 from openreward.environments import Server
 
 from ors_gym.backends.http import HttpBackend
-from ors_gym.backends.http._options import HttpOptions, option_names
+from ors_gym.backends.http.options import HttpOptions, option_names
 from ors_gym.envs.testing.echo import Echo
 from ors_gym.errors import OrsError
 from ors_gym.serving import load_environment_classes

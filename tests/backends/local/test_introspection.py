@@ -29,7 +29,7 @@ from pydantic import BaseModel  # noqa: E402
 from ors_gym._compat import openreward as compat  # noqa: E402
 from ors_gym.backends.http import HttpBackend  # noqa: E402
 from ors_gym.backends.local import LocalBackend  # noqa: E402
-from ors_gym.backends.local._sdk import load_sdk as _load_sdk  # noqa: E402
+from ors_gym.backends.local.sdk import load_sdk as _load_sdk  # noqa: E402
 from ors_gym.serving import ServerThread  # noqa: E402
 
 _load_sdk()

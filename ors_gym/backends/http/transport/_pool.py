@@ -21,8 +21,8 @@ from typing import NoReturn, cast
 import httpcore
 import httpx
 
-from ors_gym.backends.http._options import MAX_CONNECTIONS_PER_HOST
 from ors_gym.backends.http._steps import Failure, FailureKind
+from ors_gym.backends.http.options import MAX_CONNECTIONS_PER_HOST
 from ors_gym.backends.http.transport._aio import AsyncioBackend
 from ors_gym.backends.http.transport._http11 import Http11Pool, IdleConnectionClosed
 
