@@ -45,7 +45,7 @@ from ors_gym._compat.asyncio import (
     running_loop_set_aside,
 )
 
-__all__ = ["IDLE_GRACE_S", "Runtime", "blocking", "finish_loop"]
+__all__ = ["IDLE_GRACE_S", "Runtime", "after_fork_in_child", "blocking", "finish_loop"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -370,11 +370,23 @@ def finish_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 _LIVE: weakref.WeakSet[Runtime] = weakref.WeakSet()
+_FORK_HOOKS: list[Callable[[], None]] = []
+
+
+def after_fork_in_child(hook: Callable[[], None]) -> None:
+    """Run ``hook`` in a forked child, once every runtime has abandoned its loop.
+
+    ors_gym's one at-fork registration: what else a child must forget (the sessions
+    of the blocking backends) is a hook here, so each clean-up runs once, in order.
+    """
+    _FORK_HOOKS.append(hook)
 
 
 def _after_fork_in_child() -> None:
     for runtime in list(_LIVE):
         runtime.abandon()
+    for hook in _FORK_HOOKS:
+        hook()
 
 
 if hasattr(os, "register_at_fork"):

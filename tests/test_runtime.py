@@ -7,9 +7,11 @@ import contextvars
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from ors_gym import _runtime
 from ors_gym._runtime import Runtime
 
 pytestmark = pytest.mark.timeout(60)
@@ -229,3 +231,40 @@ def test_a_forked_child_gets_a_loop_of_its_own(runtime: Runtime) -> None:
         os.waitpid(pid, 0)
     assert answer == b"ok"
     assert runtime.loop is parent_loop and runtime.run(_value(3)) == 3
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_fork_hook_runs_in_the_child_after_every_runtime_abandoned_its_loop(
+    runtime: Runtime,
+) -> None:
+    runtime.run(_value(1))  # a loop the child inherits
+    seen: list[bool] = []
+
+    def hook() -> None:
+        seen.append(runtime._loop is None)
+
+    _runtime.after_fork_in_child(hook)
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.write(write, b"ok" if seen == [True] else b"no")
+            finally:
+                os._exit(0)
+        os.close(write)
+        try:
+            answer = os.read(read, 2)
+        finally:
+            os.close(read)
+            os.waitpid(pid, 0)
+    finally:
+        _runtime._FORK_HOOKS.remove(hook)
+    assert answer == b"ok" and seen == []  # run once, in the child only
+
+
+def test_ors_gym_registers_one_at_fork_handler() -> None:
+    package = Path(_runtime.__file__).parent
+    registering = [str(path.relative_to(package)) for path in sorted(package.rglob("*.py"))
+                   if "os.register_at_fork(" in path.read_text(encoding="utf-8")]
+    assert registering == ["_runtime.py"]  # others add hooks with after_fork_in_child

@@ -12,11 +12,10 @@ also in a forked child.
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any, ClassVar, Generic, Self, TypeVar
 
-from ors_gym._runtime import Runtime, blocking
+from ors_gym._runtime import Runtime, after_fork_in_child, blocking
 from ors_gym.backends.base import AsyncBackend
 
 __all__ = ["AsyncFace", "BlockingFace", "blocking"]
@@ -113,19 +112,17 @@ class BlockingFace(Generic[_Core]):
         self.runtime.close(self.core.aclose())
 
     def _after_fork(self) -> None:
-        """In a forked child: the parent's loop, connections and sessions are not ours
-        to use or close."""
-        self.runtime.abandon()
+        """In a forked child (its runtime has abandoned the parent's loop already): the
+        parent's connections and sessions are not ours to use or close."""
         self.core.forget_sessions()  # type: ignore[attr-defined]
 
 
 _LIVE: weakref.WeakSet[BlockingFace[Any]] = weakref.WeakSet()
 
 
-def _after_fork_in_child() -> None:
+def _forget_sessions_in_child() -> None:
     for face in list(_LIVE):
         face._after_fork()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+after_fork_in_child(_forget_sessions_in_child)

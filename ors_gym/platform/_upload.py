@@ -1,16 +1,19 @@
 """``RolloutUploader``: finished episodes sent to the platform's rollout log in the background.
 
-``submit(record)`` returns at once: the record goes to a daemon thread with its
-own event loop (as the SDK's ``RolloutAPI`` runs its send loop), which turns it
+``submit(record)`` returns at once: the record goes to an upload task on a
+``Runtime`` of the uploader's own (its loop driven by the runtime's background
+driver, as the SDK's ``RolloutAPI`` runs its send loop in a thread), which turns it
 into the SDK's events (``_events``), gathers them into batches (up to
 ``max_batch_events`` events or ``max_batch_bytes``, or whatever is waiting once
 the oldest event is ``max_age`` seconds old) and posts each batch to
 ``/v1/rollouts`` in order, with the HTTP backend's retries. A step never waits
 on the network. ``flush()`` waits until everything submitted so far was sent;
-``close()`` (also run at interpreter exit) sends what is left before the thread
-ends, and says at WARNING how many events could not be sent, if any. No upload
-trouble reaches the caller: a record that cannot be sent, a failed post or an
-ended thread is counted (``failed``, ``dropped``) and said at WARNING.
+``close()`` (also run at interpreter exit) sends what is left, driving the loop
+in the closing thread, and says at WARNING how many rollouts could not be sent,
+if any. No upload trouble reaches the caller: a record that cannot be read (even
+one that raises ``SystemExit``), a failed post or an ended task is counted
+(``failed``, ``dropped``) and said at WARNING. The runtime is the uploader's
+own, so nothing of the upload ever holds the loop other blocking calls run on.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym._json import default
+from ors_gym._runtime import Runtime
 from ors_gym.errors import OrsError
 from ors_gym.platform._events import RolloutHeader, log_entries, rollout_events
 
@@ -59,8 +63,9 @@ class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
 
     The upload loop's default executor: asyncio resolves a host name
     (``getaddrinfo``) in it, and at interpreter exit, when ``close()`` may open
-    the first connection, a thread pool refuses new work. The loop has a thread
-    of its own, so a blocking call there holds back no step.
+    the first connection, a thread pool refuses new work. The loop is the
+    uploader's own, driven by its runtime's driver thread or by ``close()``, so a
+    blocking call there holds back no step.
     """
 
     def __init__(self) -> None:
@@ -104,20 +109,22 @@ class RolloutUploader:
         self.max_batch_bytes = max_batch_bytes
         self.max_age = max_age
         self.shutdown_timeout = shutdown_timeout
-        # Made here so a bad URL or option fails now, not in the thread.
+        # Made here so a bad URL or option fails now, not in the upload task.
         self._client = AsyncPlatformClient(api_key=api_key, base_url=base_url, **options)
         self.location = self._client.location
         self.sent = 0  # events the platform accepted
         self.failed = 0  # events given up on
-        self.dropped = 0  # rollouts that never reached the upload thread (it had ended)
+        self.dropped = 0  # rollouts that never reached the upload task (it had ended)
         self._unsent = 0  # rollouts submitted and neither sent nor given up on yet
         self._ids: dict[tuple[str, str | None], tuple[str | None, str | None]] = {}
         self._lock = threading.Lock()
+        self._runtime = Runtime("ors-rollout-upload")  # its own: no other call waits on it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[Any] | None = None
-        self._thread: threading.Thread | None = None
+        self._task: asyncio.Task[None] | None = None  # the upload task, once started
+        self._done = threading.Event()  # set when the upload task has ended
         self._closed = False
-        self._ended = False  # the thread's loop has stopped
+        self._ended = False  # the upload task has ended: items put now are lost
         atexit.register(self.close)
 
     def __repr__(self) -> str:
@@ -144,28 +151,40 @@ class RolloutUploader:
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until everything submitted so far was sent (or given up); False if
         ``timeout`` passed first."""
-        if self._thread is None:
+        if self._task is None:
             return True
         flush = _Flush()
         self._put(flush)
         return flush.done.wait(timeout)
 
     def close(self, timeout: float | None = None) -> None:
-        """Send what is left and stop the thread (at most ``timeout``, default
+        """Send what is left and end the upload task (at most ``timeout``, default
         ``shutdown_timeout``, seconds); idempotent, and run at interpreter exit."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
         atexit.unregister(self.close)
-        thread = self._thread
-        if thread is None:
+        task = self._task
+        if task is None:
             return
         self._put(_STOP)
         wait = self.shutdown_timeout if timeout is None else timeout
-        thread.join(wait)
+        try:
+            # Driven here: at interpreter exit no other thread may be left to drive it.
+            finished = self._runtime.run(_ended(task, wait))
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # upload trouble is never raised into the caller
+            logger.warning("rollout upload to %s: closing failed (%s: %s)", self.location,
+                           type(exc).__name__, exc)
+            finished = False
+        if finished:
+            self._runtime.close()
+        else:  # the background driver goes on sending the last batches
+            self._runtime.drive_in_background()
         unsent = self._unsent + self.dropped
-        if thread.is_alive():
+        if not finished:
             logger.warning("rollout upload to %s: gave up waiting for the last batches after "
                            "%s s: %d rollouts of run %r not sent (%d events sent, %d given up "
                            "on)", self.location, wait, unsent, self.run_name, self.sent,
@@ -183,21 +202,29 @@ class RolloutUploader:
 
     def _put(self, item: Any) -> None:
         with self._lock:
-            if self._thread is None:
-                ready = threading.Event()
-                self._thread = threading.Thread(target=self._main, args=(ready,),
-                                                name="ors-rollout-upload", daemon=True)
-                self._thread.start()
-                ready.wait()
-            loop, queue = self._loop, self._queue
-            assert loop is not None and queue is not None
+            if self._task is None:
+                self._runtime.run(self._start())
+                self._runtime.drive_in_background()
+            loop = self._loop
+            assert loop is not None
             if not self._ended:
-                loop.call_soon_threadsafe(queue.put_nowait, item)
-                return
+                try:
+                    loop.call_soon_threadsafe(self._deliver, item)
+                    return
+                except RuntimeError:  # the loop was closed
+                    pass
         self._lost(item)  # never raised into a step: said and counted instead
 
+    def _deliver(self, item: Any) -> None:
+        # On the loop: an item that arrives after the upload task ended is lost.
+        if self._ended:
+            self._lost(item)
+        else:
+            assert self._queue is not None
+            self._queue.put_nowait(item)
+
     def _lost(self, item: Any) -> None:
-        """``item`` can no longer reach the upload thread: a WARNING, and it is counted."""
+        """``item`` can no longer reach the upload task: a WARNING, and it is counted."""
         if isinstance(item, _Flush):
             item.done.set()
         elif isinstance(item, _Episode):
@@ -205,25 +232,29 @@ class RolloutUploader:
                 self._unsent -= 1
                 self.dropped += 1
                 dropped = self.dropped
-            logger.warning("rollout upload to %s: the upload thread has ended; a rollout of "
+            logger.warning("rollout upload to %s: the upload task has ended; a rollout of "
                            "run %r is not sent (%d so far)", self.location, self.run_name,
                            dropped)
 
-    # -- the thread's side -------------------------------------------------------------------
-    def _main(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
+    # -- the upload task's side (on the runtime's loop) ---------------------------------------
+    async def _start(self) -> None:
+        loop = asyncio.get_running_loop()
         loop.set_default_executor(_InlineExecutor())
         self._loop, self._queue = loop, asyncio.Queue()
-        ready.set()
-        try:
-            loop.run_until_complete(self._work(self._queue))
-        finally:
-            with self._lock:
-                self._ended = True  # from now on ``_put`` counts items as lost
-            loop.run_until_complete(asyncio.sleep(0))  # items put before reach the queue
-            while not self._queue.empty():
-                self._lost(self._queue.get_nowait())
-            loop.close()
+        self._task = loop.create_task(self._work(self._queue))  # the runtime drives it
+        self._task.add_done_callback(self._on_end)
+
+    def _on_end(self, task: asyncio.Task[None]) -> None:
+        with self._lock:
+            self._ended = True  # from now on ``_put`` counts items as lost
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None:
+            logger.warning("rollout upload to %s: the upload task failed (%s: %s)",
+                           self.location, type(exc).__name__, exc)
+        assert self._queue is not None
+        while not self._queue.empty():
+            self._lost(self._queue.get_nowait())
+        self._done.set()
 
     async def _work(self, queue: asyncio.Queue[Any]) -> None:
         batch: list[bytes] = []
@@ -274,14 +305,19 @@ class RolloutUploader:
         read as a rollout or holds a value JSON cannot carry (numpy values are numbers)."""
         try:
             events = await self._events(episode)
-        except Exception as exc:  # any bad record: the thread serves the next one
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # any bad record, even SystemExit: the task serves
+            # the next one (ending it would lose every later rollout)
             logger.warning("rollout upload: a record of run %r cannot be read as a rollout "
                            "(%s: %s); it is not uploaded", self.run_name, type(exc).__name__, exc)
             return []
         try:
             return [json.dumps(event, ensure_ascii=False, default=default).encode()
                     for event in events]
-        except Exception as exc:
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # a value's own hook may raise anything
             self.failed += len(events)
             logger.warning("rollout upload: %d events of a rollout of run %r not sent: they "
                            "hold a value JSON cannot carry (%s: %s)", len(events),
@@ -329,10 +365,16 @@ class RolloutUploader:
         events = [json.loads(raw) for raw in batch]
         try:
             await self._client.post_rollouts(events)
-        except Exception as exc:  # the thread lives on to send the next batches
+        except Exception as exc:  # the task lives on to send the next batches
             self.failed += len(events)
             said = exc.message if isinstance(exc, OrsError) else f"{type(exc).__name__}: {exc}"
             logger.warning("rollout upload to %s: %d events of run %r not sent: %s",
                            self.location, len(events), self.run_name, said)
         else:
             self.sent += len(events)
+
+
+async def _ended(task: asyncio.Task[None], timeout: float) -> bool:
+    """Whether ``task`` ended within ``timeout`` seconds (it is never cancelled here)."""
+    done, _ = await asyncio.wait({task}, timeout=timeout)
+    return bool(done)

@@ -23,10 +23,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from ors_gym.tinker.dataset import OrsDataset, OrsDatasetBuilder, OrsEnvGroupBuilder
-from ors_gym.tinker.env import STOP_REASONS, OrsMessageEnv, OrsTinkerEnv, stop_reason
+from ors_gym.tinker.env import TINKER_STOP_REASONS, OrsMessageEnv, OrsTinkerEnv, stop_reason
 
 __all__ = [
-    "STOP_REASONS",
+    "TINKER_STOP_REASONS",
     "OrsDataset",
     "OrsDatasetBuilder",
     "OrsEnvGroupBuilder",

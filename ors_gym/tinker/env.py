@@ -13,7 +13,7 @@ the episode ends, however it ends.
 
 Stop reasons are tinker-cookbook's ``stop/<reason>`` metrics (one-hot, on the
 last transition, with ``ors_return`` and the episode's named reward parts as
-``reward_parts/<name>``): :data:`STOP_REASONS` maps the shared stop vocabulary
+``reward_parts/<name>``): :data:`TINKER_STOP_REASONS` maps the shared stop vocabulary
 (:mod:`ors_gym.tokens.stops`) to them.
 """
 
@@ -39,23 +39,23 @@ from ors_gym.tinker._convert import (
 )
 from ors_gym.tokens import stops
 
-__all__ = ["STOP_REASONS", "OrsMessageEnv", "OrsTinkerEnv", "stop_reason"]
+__all__ = ["TINKER_STOP_REASONS", "OrsMessageEnv", "OrsTinkerEnv", "stop_reason"]
 
 logger = logging.getLogger("ors_gym")
 
 #: The shared stop vocabulary (:mod:`ors_gym.tokens.stops`) as tinker-cookbook stop reasons.
 #: tinker-cookbook names no environment failure, so ``env_error`` keeps its own name.
-STOP_REASONS: Mapping[str, str] = stops.TINKER
+TINKER_STOP_REASONS: Mapping[str, str] = stops.TINKER
 
 
 def stop_reason(terminated: bool, info: Mapping[str, Any], exchange: StepExchange) -> str:
     """The tinker-cookbook stop reason of an ORS step that ended its episode: ``completed``
     when the model's plain reply ended it (graded by the terminal tool), ``tool_stopped``
-    when a tool call did, else the truncation's (:data:`STOP_REASONS`)."""
+    when a tool call did, else the truncation's (:data:`TINKER_STOP_REASONS`)."""
     turn = exchange.turn
     reason = stops.from_step(terminated, not terminated, info, plain=not turn.tool_calls,
                              parse_errors=bool(turn.errors))
-    return STOP_REASONS[reason or stops.MAX_TURNS]
+    return TINKER_STOP_REASONS[reason or stops.MAX_TURNS]
 
 
 class OrsMessageEnv(MessageEnv):

@@ -199,8 +199,7 @@ def test_close_that_gives_up_waiting_says_how_many_rollouts_were_not_sent(
     uploader.close(timeout=0.2)  # the held post cannot finish meanwhile
     assert "2 rollouts of run 'run-held' not sent (0 events sent" in caplog.text
     platform.hold.set()
-    assert uploader._thread is not None
-    uploader._thread.join(30)
+    assert uploader._done.wait(30)
     assert uploader.sent == 2 * 3  # late, but sent once the platform answered
 
 
@@ -225,30 +224,49 @@ def test_a_value_json_cannot_carry_costs_only_its_rollout(
 
 
 class _Poison(dict):  # type: ignore[type-arg]
-    """A record whose reading ends the thread that reads it."""
+    """A record whose reading raises ``SystemExit``."""
 
     def get(self, *args: Any) -> Any:
         raise SystemExit
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_step_does_not_raise_once_the_upload_thread_has_ended(
+def test_a_record_raising_system_exit_costs_only_its_rollout(
+    platform: Platform, caplog: pytest.LogCaptureFixture
+) -> None:
+    uploader = RolloutUploader("run-poison", max_age=0.0)
+    uploader.submit(_Poison())
+    uploader.submit({"prompt": "hi", "steps": [], "index": 1})
+    assert uploader.flush(30)
+    assert not uploader._done.is_set()  # the upload task lives on
+    assert "a record of run 'run-poison' cannot be read as a rollout (SystemExit" in caplog.text
+    uploader.close(timeout=30)  # returns: the uploader's loop is free to drive
+    assert uploader._done.is_set()
+    assert uploader.sent == 3 and uploader.dropped == 0
+    assert "not sent" not in caplog.text
+    events = platform.received_events()
+    assert [e["rollout_info"]["task_index"] for e in events
+            if e["eventType"] == "rollout_update"] == [1]
+
+
+def test_a_step_does_not_raise_once_the_upload_task_has_ended(
     platform: Platform, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     uploader = RolloutUploader("run-dead", max_age=0.0)
-    uploader.submit(_Poison())
-    assert uploader._thread is not None
-    uploader._thread.join(30)
-    assert not uploader._thread.is_alive()
+    uploader.submit({"prompt": "hi", "steps": [], "index": 0}, environment=None)
+    assert uploader.flush(30) and uploader.sent == 3
+    loop, task = uploader._loop, uploader._task
+    assert loop is not None and task is not None
+    loop.call_soon_threadsafe(task.cancel)  # the upload task ends under the uploader
+    assert uploader._done.wait(30)
     with RecordTrajectories(OrsEnv(env_class=ECHO), tmp_path / "t.jsonl",
                             upload=uploader) as env:
-        _episode(env)  # its last step hands the episode to the ended thread
+        _episode(env)  # its last step hands the episode to the ended task
     assert uploader.flush(30)
     assert uploader.dropped == 1
-    assert "the upload thread has ended; a rollout of run 'run-dead' is not sent" in caplog.text
+    assert "the upload task has ended; a rollout of run 'run-dead' is not sent" in caplog.text
     uploader.close()
-    assert "2 rollouts of run 'run-dead' not sent" in caplog.text
-    assert platform.received_events() == []
+    assert "1 rollouts of run 'run-dead' not sent" in caplog.text
+    assert len(platform.received_events()) == 3
 
 
 def test_a_post_whose_answer_was_cut_is_not_sent_again(

@@ -38,8 +38,13 @@ from tinker_cookbook.tokenizer_utils import register_tokenizer
 
 import ors_gym
 from ors_gym.actions import parse_action
-from ors_gym.tinker import OrsDatasetBuilder, OrsEnvGroupBuilder, OrsTinkerEnv
-from ors_gym.tokens import shared_pool
+from ors_gym.tinker import (
+    TINKER_STOP_REASONS,
+    OrsDatasetBuilder,
+    OrsEnvGroupBuilder,
+    OrsTinkerEnv,
+)
+from ors_gym.tokens import shared_pool, stops
 
 TOKENIZER = "ors-gym-tests/tiny-qwen3"
 COUNTER, JUDGED = "ors/Counter-v0", "ors/Judged-v0"
@@ -139,6 +144,13 @@ def _replayed_rewards(tok: Any, env_id: str, index: int, actions: list[list[int]
         return rewards
     finally:
         env.close()
+
+
+def test_tinker_stop_reasons_map_every_shared_stop_reason() -> None:
+    assert TINKER_STOP_REASONS is stops.TINKER
+    assert set(TINKER_STOP_REASONS) == set(stops.STOP_REASONS)
+    assert TINKER_STOP_REASONS[stops.ENV_ENDED] == "tool_stopped"
+    assert not hasattr(ors_gym.tinker, "STOP_REASONS")  # the tuple's name is tokens.stops'
 
 
 def test_counter_group_through_tinker_rollout(tok: Any, model: Any) -> None:
