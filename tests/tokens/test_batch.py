@@ -23,7 +23,7 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
     pytest.skip("needs transformers and trl (the tiny tokenizer's template)",
                 allow_module_level=True)
 
-from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+from _tiny_lm import encode, tool_call_text
 
 from ors_gym.registration import register_class
 from ors_gym.serving import ServerThread, quiet_sdk_logging
@@ -97,11 +97,6 @@ class Rendezvous(Environment):
 async def _meet(barrier: threading.Barrier | None) -> None:
     if barrier is not None:
         await asyncio.to_thread(barrier.wait)
-
-
-@pytest.fixture(scope="module")
-def tok() -> Any:
-    return tiny_tokenizer()
 
 
 @pytest.fixture(scope="module")

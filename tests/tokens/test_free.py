@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-from collections.abc import Iterator
 from contextlib import aclosing
 from typing import Any
 
@@ -22,34 +21,15 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
     pytest.skip("needs transformers and trl (the tiny tokenizer's template)",
                 allow_module_level=True)
 
-from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+from _tiny_lm import encode, tool_call_text
 
-from ors_gym.envs.testing import Latency, register_test_envs
-from ors_gym.serving import ServerThread
 from ors_gym.tokens import AsyncTokenBatch, EndedEpisode, EpisodeRow, Turn, stops
 
 BOUND_S = 20.0  # what failed to overlap waits this long, then fails
 
 
-@pytest.fixture(scope="module")
-def tok() -> Any:
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with ServerThread([Latency]) as srv:
-        yield srv.url
-
-
-@pytest.fixture(params=["http", "local"])
-def kwargs(request: pytest.FixtureRequest, http_url: str) -> dict[str, Any]:
-    register_test_envs()
-    return {"base_url": http_url} if request.param == "http" else {}
-
-
-def row(kwargs: dict[str, Any], length: int, **spec: Any) -> EpisodeRow:
-    return EpisodeRow("ors/Latency-v0", kwargs,
+def row(latency: dict[str, Any], length: int, **spec: Any) -> EpisodeRow:
+    return EpisodeRow("ors/Latency-v0", latency,
                       {"task_spec": {"delay_ms": 0, "length": length, **spec}})
 
 
@@ -58,7 +38,7 @@ def waiting(tok: Any) -> list[int]:
 
 
 def test_each_episode_runs_on_its_own_and_is_handed_back_as_it_ends(
-    tok: Any, kwargs: dict[str, Any],
+    tok: Any, latency: dict[str, Any],
 ) -> None:
     """Episode 1's second turn is sampled only once episode 0 (three turns) has been handed
     back: so episode 0 sampled and stepped its later turns while episode 1 waited."""
@@ -67,7 +47,7 @@ def test_each_episode_runs_on_its_own_and_is_handed_back_as_it_ends(
         first_back = asyncio.Event()
         sampled: list[tuple[int, int]] = []
         async with AsyncTokenBatch(tok) as batch:
-            backend = batch.pool.env(row(kwargs, 1)).backend
+            backend = batch.pool.env(row(latency, 1)).backend
             open_at_hand_back: list[int] = []
 
             async def sample(turn: Turn) -> dict[str, Any]:
@@ -77,7 +57,7 @@ def test_each_episode_runs_on_its_own_and_is_handed_back_as_it_ends(
                 return {"ids": waiting(tok), "policy_version": turn.trajectory.turns}
 
             order = []
-            async with aclosing(batch.run_free([row(kwargs, 3), row(kwargs, 2)], sample)) as it:
+            async with aclosing(batch.run_free([row(latency, 3), row(latency, 2)], sample)) as it:
                 async for ended in it:
                     assert isinstance(ended, EndedEpisode) and ended.trajectory.done
                     order.append(ended.index)
@@ -94,13 +74,13 @@ def test_each_episode_runs_on_its_own_and_is_handed_back_as_it_ends(
 
 
 def test_a_bound_on_episodes_in_flight_and_results_as_in_lockstep(
-    tok: Any, kwargs: dict[str, Any],
+    tok: Any, latency: dict[str, Any],
 ) -> None:
     parts = {"speed": 0.5}
 
     async def run() -> tuple[list[EndedEpisode], int, list[int]]:
         async with AsyncTokenBatch(tok) as batch:
-            backend = batch.pool.env(row(kwargs, 1)).backend
+            backend = batch.pool.env(row(latency, 1)).backend
             seen: list[int] = []
 
             async def sample(turn: Turn) -> list[int]:
@@ -108,7 +88,7 @@ def test_a_bound_on_episodes_in_flight_and_results_as_in_lockstep(
                 await asyncio.sleep(0)  # let the others run: the bound must hold them
                 return waiting(tok)
 
-            rows = [row(kwargs, 2, reward_parts=parts, delays_ms=[0, 1]) for _ in range(5)]
+            rows = [row(latency, 2, reward_parts=parts, delays_ms=[0, 1]) for _ in range(5)]
             async with aclosing(batch.run_free(rows, sample, max_in_flight=2)) as it:
                 ended = [e async for e in it]
             return ended, len(backend.open_sessions), seen
@@ -123,7 +103,7 @@ def test_a_bound_on_episodes_in_flight_and_results_as_in_lockstep(
 
 
 def test_a_failure_stays_with_its_episode(
-    tok: Any, kwargs: dict[str, Any], caplog: pytest.LogCaptureFixture,
+    tok: Any, latency: dict[str, Any], caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A reset that fails (a task the environment refuses), a sampler that raises, ids
     outside the vocabulary, a sampler with no room left, one that names the reason
@@ -132,7 +112,7 @@ def test_a_failure_stays_with_its_episode(
 
     async def run() -> dict[int, EndedEpisode]:
         async with AsyncTokenBatch(tok) as batch:
-            backend = batch.pool.env(row(kwargs, 1)).backend
+            backend = batch.pool.env(row(latency, 1)).backend
 
             def sample(turn: Turn) -> Any:  # a plain function is fine too
                 if turn.index == 1:
@@ -143,7 +123,7 @@ def test_a_failure_stays_with_its_episode(
                     return stops.CONTEXT_OVERFLOW if turn.index == 5 else "too long"
                 return None if turn.index == 3 else waiting(tok)
 
-            rows = [row(kwargs, 1, delays_ms="slow"), *(row(kwargs, 1) for _ in range(6))]
+            rows = [row(latency, 1, delays_ms="slow"), *(row(latency, 1) for _ in range(6))]
             with caplog.at_level(logging.WARNING, logger="ors_gym"):
                 got = {e.index: e async for e in batch.run_free(rows, sample)}
             assert backend.open_sessions == frozenset()
@@ -164,15 +144,15 @@ def test_a_failure_stays_with_its_episode(
 
 
 def test_bad_input_raises_and_closing_early_ends_every_episode(
-    tok: Any, kwargs: dict[str, Any],
+    tok: Any, latency: dict[str, Any],
 ) -> None:
     async def run() -> None:
         async with AsyncTokenBatch(tok) as batch:
-            backend = batch.pool.env(row(kwargs, 1)).backend
+            backend = batch.pool.env(row(latency, 1)).backend
             with pytest.raises(ValueError, match="unknown environment id"):
                 batch.run_free([EpisodeRow("ors/Nowhere-v0")], lambda turn: None)
             with pytest.raises(ValueError, match="max_in_flight must be"):
-                async for _ in batch.run_free([row(kwargs, 1)], lambda t: None, max_in_flight=0):
+                async for _ in batch.run_free([row(latency, 1)], lambda t: None, max_in_flight=0):
                     pass
             gate = asyncio.Event()
 
@@ -181,7 +161,7 @@ def test_bad_input_raises_and_closing_early_ends_every_episode(
                     await gate.wait()  # never set: these run until the iteration closes
                 return waiting(tok)
 
-            async with aclosing(batch.run_free([row(kwargs, 1)] * 3, sample)) as it:
+            async with aclosing(batch.run_free([row(latency, 1)] * 3, sample)) as it:
                 async for ended in it:
                     assert ended.index == 0 and len(backend.open_sessions) == 2
                     break

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,47 +15,30 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
     pytest.skip("needs transformers and trl (the tiny tokenizer's template)",
                 allow_module_level=True)
 
-from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+from _tiny_lm import encode, tool_call_text
 
 from ors_gym import reward_parts
-from ors_gym.envs.testing import Latency, register_test_envs
-from ors_gym.serving import ServerThread
 from ors_gym.tokens import EpisodeRow, TokenBatch
 
 PARTS = {"correct": 1.0, "format": 0.25}
-
-
-@pytest.fixture(scope="module")
-def tok() -> Any:
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def http_url() -> Iterator[str]:
-    with ServerThread([Latency]) as srv:
-        yield srv.url
-
-
-@pytest.fixture(params=["http", "local"])
-def kwargs(request: pytest.FixtureRequest, http_url: str) -> dict[str, Any]:
-    register_test_envs()
-    return {"base_url": http_url} if request.param == "http" else {}
 
 
 def wait_call(tok: Any) -> list[int]:
     return [*encode(tok, tool_call_text("wait", {})), tok.eos_token_id]
 
 
-def row(kwargs: dict[str, Any], parts: Any, length: int = 2) -> EpisodeRow:
+def row(latency: dict[str, Any], parts: Any, length: int = 2) -> EpisodeRow:
     spec = {"delay_ms": 0, "length": length, "reward_parts": parts}
-    return EpisodeRow("ors/Latency-v0", kwargs, {"task_spec": spec})
+    return EpisodeRow("ors/Latency-v0", latency, {"task_spec": spec})
 
 
-def test_parts_are_summed_per_name_and_reach_every_export(tok: Any, kwargs: dict[str, Any]) -> None:
+def test_parts_are_summed_per_name_and_reach_every_export(
+    tok: Any, latency: dict[str, Any],
+) -> None:
     from ors_gym.skyrl import generator_output
 
     with TokenBatch(tok) as batch:
-        batch.reset([row(kwargs, PARTS), row(kwargs, None)])
+        batch.reset([row(latency, PARTS), row(latency, None)])
         _, _, _, _, infos = batch.step([wait_call(tok)] * 2)
         assert infos[0]["reward_parts"] == PARTS and infos[1]["reward_parts"] == {}
         batch.step([wait_call(tok)] * 2)
@@ -72,12 +54,12 @@ def test_parts_are_summed_per_name_and_reach_every_export(tok: Any, kwargs: dict
 
 
 def test_bad_parts_are_logged_once_and_ignored(
-    tok: Any, kwargs: dict[str, Any], caplog: pytest.LogCaptureFixture,
+    tok: Any, latency: dict[str, Any], caplog: pytest.LogCaptureFixture,
 ) -> None:
     reward_parts._WARNED.clear()
     bad = {"correct": 1.0, "note": "high", "flag": True}
     with caplog.at_level(logging.WARNING, logger="ors_gym"), TokenBatch(tok) as batch:
-        batch.reset([row(kwargs, bad, 3), row(kwargs, [1, 2], 3)])
+        batch.reset([row(latency, bad, 3), row(latency, [1, 2], 3)])
         for _ in range(3):
             batch.step([wait_call(tok)] * 2)
         kept, listed = batch.trajectories

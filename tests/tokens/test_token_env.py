@@ -32,11 +32,6 @@ if importlib.util.find_spec("renderers") is not None:
 COUNTER, QA, GRID, MATH = "ors/Counter-v0", "ors/QA-v0", "ors/GridWorld-v0", "ors/Math-v0"
 
 
-@pytest.fixture(scope="module")
-def tok() -> Any:
-    return tiny_tokenizer()
-
-
 @pytest.fixture(params=RENDERERS)
 def renderer(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -15,16 +15,11 @@ if importlib.util.find_spec("transformers") is None or importlib.util.find_spec(
     pytest.skip("needs transformers and trl (the tiny tokenizer's template)",
                 allow_module_level=True)
 
-from _tiny_lm import answer_text, encode, tiny_tokenizer, tool_call_text
+from _tiny_lm import answer_text, encode, tool_call_text
 
 from ors_gym import AsyncOrsEnv
 from ors_gym.envs.counter import Counter
 from ors_gym.tokens import AsyncTokenEnv, TokenBatch, TokenEnv, Trajectory, filter_stale
-
-
-@pytest.fixture(scope="module")
-def tok() -> Any:
-    return tiny_tokenizer()
 
 
 def said(tok: Any, text: str) -> list[int]:
