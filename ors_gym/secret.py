@@ -39,6 +39,21 @@ def reveal(value: str | Secret | None) -> str | None:
     return value.reveal() if isinstance(value, Secret) else value
 
 
+def with_domains(entry: Any, where: str) -> tuple[Any, tuple[str, ...] | None]:
+    """A secret's entry as ``(value, allowed_domains)``: domains None for a plain value;
+    ``(value, [domain, ...])`` checked, its domains a tuple. ``where`` names the secret in
+    the error."""
+    if not isinstance(entry, tuple | list):
+        return entry, None
+    if (len(entry) != 2 or not isinstance(entry[1], list | tuple)
+            or not all(isinstance(d, str) and d for d in entry[1])):
+        raise TypeError(
+            f"{where}: give a value, or (value, allowed_domains) with "
+            "allowed_domains a list of domain names such as ['api.example.com']"
+        )
+    return entry[0], tuple(entry[1])
+
+
 def redact_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``kwargs`` with ``api_key``, ``secrets`` and ``env_overrides`` values
     wrapped in ``Secret``."""

@@ -17,7 +17,7 @@ from ors_gym._weights import check_weights
 from ors_gym.backends.http.options import HttpOptions, check_names, option_names
 from ors_gym.families import check_tool_format
 from ors_gym.observations import DEFAULT_MAX_PIXELS
-from ors_gym.secret import Secret, reveal
+from ors_gym.secret import Secret, reveal, with_domains
 
 __all__ = ["EnvSettings", "NoToolCallPolicy", "OnErrorPolicy", "preflight", "register_preflight"]
 
@@ -212,16 +212,9 @@ class EnvSettings:
 def _secret_entry(name: str, value: Any) -> Secret | tuple[Secret, tuple[str, ...]]:
     """A secret option's value as a ``Secret``, or ``(Secret, domains)`` when given as
     ``(value, allowed_domains)``."""
-    if isinstance(value, tuple | list):
-        if (len(value) != 2 or not isinstance(value[1], list | tuple)
-                or not all(isinstance(d, str) and d for d in value[1])):
-            raise TypeError(
-                f"secrets[{name!r}]: give a value, or (value, allowed_domains) with "
-                "allowed_domains a list of domain names such as ['api.example.com']"
-            )
-        secret = value[0] if isinstance(value[0], Secret) else Secret(str(value[0]))
-        return (secret, tuple(value[1]))
-    return value if isinstance(value, Secret) else Secret(str(value))
+    plain, domains = with_domains(value, f"secrets[{name!r}]")
+    secret = plain if isinstance(plain, Secret) else Secret(str(plain))
+    return secret if domains is None else (secret, domains)
 
 
 #: Checks an env runs before its first request (before any session id is asked for),

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ors_gym.protocol import Block, CallResult, GroupScore, ListToolsOutput, Message, Split
+from ors_gym.secret import with_domains
 
 __all__ = [
     "AsyncBackend", "Backend", "Secrets", "SessionArgs", "check_session_args", "secret_values",
@@ -86,15 +87,7 @@ def secret_values(secrets: Secrets | None) -> dict[str, str]:
     checking each maps a str name to a str value or to ``(value, [domain, ...])``."""
     plain: dict[str, str] = {}
     for key, entry in (secrets or {}).items():
-        value = entry
-        if isinstance(entry, tuple | list):
-            if (len(entry) != 2 or not isinstance(entry[1], list | tuple)
-                    or not all(isinstance(d, str) and d for d in entry[1])):
-                raise TypeError(
-                    f"secret {key!r}: give a value, or (value, allowed_domains) with "
-                    "allowed_domains a list of domain names such as ['api.example.com']"
-                )
-            value = entry[0]
+        value, _ = with_domains(entry, f"secret {key!r}")
         if not isinstance(key, str) or not isinstance(value, str):
             raise TypeError(
                 "secrets must map str names to str values (or to (value, allowed_domains)), "
