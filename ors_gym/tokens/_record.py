@@ -239,15 +239,9 @@ class TokenRecord:
                 tail, said, images = added, new, pending
         parts = step_parts(info)
         # -- the record changes from here on; nothing below raises --
-        row.add(ids, sampled=True, logprobs=logprobs)
-        row.add(tail, sampled=False)
+        self._add_turn(row, ids, logprobs, tail, float(reward), [message, *said])
         accept(row, images)  # the images, now that their ids are in
-        row.turns += 1
-        traj.policy_versions.append(self.version)
-        traj.rewards.append(float(reward))
         add_parts(traj.reward_parts, parts)
-        traj.logprobs_given = traj.logprobs_given and logprobs is not None
-        traj.messages += [message, *said]
         traj.images += _images(observation)
         if next_row is not None:
             accept(next_row, next_images)
@@ -275,6 +269,19 @@ class TokenRecord:
         )
         return row.ids, float(reward), terminated, truncated, info
 
+    def _add_turn(self, row: TokenRow, ids: list[int], logprobs: list[float] | None,
+                  tail: list[int], reward: float, messages: list[dict[str, Any]]) -> None:
+        """Append one sampled turn to ``row``: its ids (mask 1), the ids after them (mask
+        0), its policy version, reward and messages."""
+        traj = self.trajectory
+        assert traj is not None
+        row.add(ids, sampled=True, logprobs=logprobs)
+        row.add(tail, sampled=False)
+        row.turns += 1
+        traj.policy_versions.append(self.version)
+        traj.rewards.append(reward)
+        traj.logprobs_given = traj.logprobs_given and logprobs is not None
+        traj.messages += messages
 
     # -- an episode a failure ended -------------------------------------------------------
     def fail_start(self, exc: BaseException) -> tuple[list[int], dict[str, Any]]:
@@ -306,13 +313,7 @@ class TokenRecord:
         except Exception:  # a broken bridge: the turn stays as sampled
             closing = []
         row = traj.rows[-1]
-        row.add(ids, sampled=True, logprobs=logprobs)
-        row.add(closing, sampled=False)
-        row.turns += 1
-        traj.policy_versions.append(self.version)
-        traj.rewards.append(0.0)
-        traj.logprobs_given = traj.logprobs_given and logprobs is not None
-        traj.messages.append({"role": "assistant", "content": text})
+        self._add_turn(row, ids, logprobs, closing, 0.0, [{"role": "assistant", "content": text}])
         traj.stop_reason = stops.from_failure(exc)
         info = {"error": describe(exc), "stop_reason": traj.stop_reason, "text": text}
         return row.ids, 0.0, False, True, info
