@@ -22,7 +22,7 @@ from ors_gym.gateway.errors import GatewayError
 from ors_gym.gateway.gateway import Gateway, SessionInfo
 from ors_gym.gateway.local import TransformersSampler
 from ors_gym.gateway.serve import GatewayThread, serve
-from ors_gym.gateway.trajectories import as_batch, trajectory_from_json, trajectory_json
+from ors_gym.gateway.trajectories import as_batch
 
 __all__ = [
     "AsyncCaptureEpisodes",
@@ -35,6 +35,4 @@ __all__ = [
     "as_batch",
     "capture",
     "serve",
-    "trajectory_from_json",
-    "trajectory_json",
 ]

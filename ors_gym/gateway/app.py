@@ -31,7 +31,6 @@ from ors_gym.gateway.replies import (
     openai_completion,
 )
 from ors_gym.gateway.requests import read_request
-from ors_gym.gateway.trajectories import trajectory_json
 
 logger = logging.getLogger("ors_gym")
 
@@ -89,7 +88,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
             if request.method == "DELETE":
                 gateway.drop_session(sid)
                 return Response(status_code=204)
-            return JSONResponse(trajectory_json(gateway.trajectory(sid)))
+            return JSONResponse(gateway.trajectory(sid).to_dict())
         except GatewayError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
 
@@ -114,7 +113,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
-        return JSONResponse(trajectory_json(traj))
+        return JSONResponse(traj.to_dict())
 
     routes = [
         Route("/sessions", open_session, methods=["POST"]),

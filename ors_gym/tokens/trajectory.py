@@ -11,7 +11,10 @@ step-wise trainers (SkyRL's ``step_wise_trajectories``, verifiers) take it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import base64
+import dataclasses
+import io
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,6 +143,35 @@ class Trajectory:
         """The environment failed (``env_error``, ``timeout``): no grade to train on."""
         return self.stop_reason in stops.FAILURES
 
+    # -- JSON -------------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The trajectory as a JSON-ready dict, whole: every field of it and of its rows
+        (images as base64 PNG, arrays as base64 ``.npy``), except ``multi_modal_data``,
+        the processor's output for the images (tensors), which a processor rebuilds from
+        them. :meth:`from_dict` reads it back equal."""
+        out = {k: getattr(self, k) for k in _FIELDS if k != "rows"}
+        out["rows"] = [{k: getattr(r, k) for k in _ROW_FIELDS if k != "images"}
+                       | {"images": [_image_json(i) for i in r.images]} for r in self.rows]
+        out["images"] = [_image_json(i) for i in self.images]
+        out["reward"] = self.reward  # for a reader that wants only the return
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Trajectory:
+        """The trajectory :meth:`to_dict` wrote (``multi_modal_data`` None)."""
+        try:
+            rows = [TokenRow(**{k: row[k] for k in _ROW_FIELDS if k != "images"},
+                             images=[_image_from_json(i) for i in row["images"]])
+                    for row in data["rows"]]
+            kwargs = {k: data[k] for k in _FIELDS if k not in ("rows", "images")}
+            images = [_image_from_json(i) for i in data["images"]]
+        except (KeyError, TypeError) as exc:
+            raise ValueError(
+                f"not a trajectory as Trajectory.to_dict writes it ({type(exc).__name__}: "
+                f"{exc}): pass the dict to_dict gave (or the gateway's session API answered)"
+            ) from exc
+        return cls(rows=rows, images=images, **kwargs)
+
     def row_versions(self, row: int = -1) -> list[int | None]:
         """The policy versions of the turns sampled in one row (the last by default)."""
         k = range(len(self.rows))[row]
@@ -216,6 +248,36 @@ class Trajectory:
             "reward_parts": dict(self.reward_parts),
             "is_last_step": row in (-1, len(self.rows) - 1),
         }
+
+
+#: The fields ``to_dict`` carries (``multi_modal_data`` is the processor's output: not carried).
+_NOT_CARRIED = "multi_modal_data"
+_FIELDS = tuple(f.name for f in dataclasses.fields(Trajectory) if f.name != _NOT_CARRIED)
+_ROW_FIELDS = tuple(f.name for f in dataclasses.fields(TokenRow) if f.name != _NOT_CARRIED)
+
+
+def _image_json(image: Any) -> dict[str, str]:
+    """An image as JSON: a ``PIL.Image`` as base64 PNG, an array as base64 ``.npy``."""
+    buf = io.BytesIO()
+    if hasattr(image, "save") and hasattr(image, "mode"):  # PIL
+        image.save(buf, format="PNG")
+        return {"png": base64.b64encode(buf.getvalue()).decode("ascii")}
+    import numpy as np
+
+    np.save(buf, np.asarray(image), allow_pickle=False)
+    return {"npy": base64.b64encode(buf.getvalue()).decode("ascii")}
+
+
+def _image_from_json(data: Mapping[str, str]) -> Any:
+    if "png" in data:
+        from PIL import Image
+
+        with Image.open(io.BytesIO(base64.b64decode(data["png"]))) as image:
+            image.load()
+            return image.copy()
+    import numpy as np
+
+    return np.load(io.BytesIO(base64.b64decode(data["npy"])), allow_pickle=False)
 
 
 def filter_stale(

@@ -15,7 +15,7 @@ import openai
 import pytest
 from _tiny_lm import answer_text, encode
 
-from ors_gym.gateway import Gateway, GatewayThread, trajectory_json
+from ors_gym.gateway import Gateway, GatewayThread
 from ors_gym.sampling import VllmCompletions
 from tests._token_server import Fail
 
@@ -80,7 +80,7 @@ def held(gateway: Any, script: Any, tok: Any) -> Iterator[tuple[Any, dict[str, A
     session = gateway.open_session()
     with httpx.Client(base_url=gateway.url) as http:
         assert http.post(_path(session, "openai"), json=_body("openai", {})).status_code == 200
-    yield session, trajectory_json(gateway.trajectory(session.id))
+    yield session, gateway.trajectory(session.id).to_dict()
     gateway.drop_session(session.id)
 
 
@@ -93,7 +93,7 @@ def test_a_refused_option_is_answered_in_the_wire_shape(
     session, before = held
     with httpx.Client(base_url=gateway.url) as http:
         _check_shape(http.post(_path(session, wire), json=_body(wire, change)), wire, status)
-    assert trajectory_json(gateway.trajectory(session.id)) == before
+    assert gateway.trajectory(session.id).to_dict() == before
 
 
 @pytest.mark.parametrize("wire", ["openai", "anthropic"])
@@ -115,7 +115,7 @@ def test_malformed_bodies_and_unknown_sessions(
         _check_shape(http.post(plain, json=_body(wire, {}),
                                headers={"Authorization": "Bearer sk-ors-unknown"}), wire, 404)
         _check_shape(http.post(plain, json=_body(wire, {})), wire, 404)  # no key at all
-    assert trajectory_json(gateway.trajectory(session.id)) == before
+    assert gateway.trajectory(session.id).to_dict() == before
 
 
 def test_a_backend_failure_is_a_502_and_records_nothing(
@@ -133,7 +133,7 @@ def test_a_backend_failure_is_a_502_and_records_nothing(
     with pytest.raises(anthropic.APIStatusError) as failed:
         messages.create(model="tiny", max_tokens=32, messages=[USER])
     assert failed.value.status_code == 502
-    assert trajectory_json(gateway.trajectory(session.id)) == before
+    assert gateway.trajectory(session.id).to_dict() == before
 
 
 def test_a_prompt_over_the_context_length(small: Gateway, script: Any, tok: Any) -> None:
@@ -160,12 +160,12 @@ def test_a_prompt_over_the_context_length(small: Gateway, script: Any, tok: Any)
 def test_a_closed_session_takes_no_more_turns(gateway: Any, held: tuple[Any, dict[str, Any]]
                                               ) -> None:
     session, _ = held
-    closed = trajectory_json(gateway.close_session(session.id, [1.0]))
+    closed = gateway.close_session(session.id, [1.0]).to_dict()
     client = anthropic.Anthropic(base_url=session.anthropic_base_url, api_key=session.api_key,
                                  max_retries=0)
     with pytest.raises(anthropic.NotFoundError, match="closed"):
         client.messages.create(model="tiny", max_tokens=32, messages=[USER])
-    assert trajectory_json(gateway.trajectory(session.id)) == closed
+    assert gateway.trajectory(session.id).to_dict() == closed
     with pytest.raises(ValueError, match="stop_reason"):
         gateway.close_session(session.id, [1.0], stop_reason="finished")
 

@@ -21,7 +21,7 @@ import pytest
 from _tiny_lm import answer_text, encode, non_canonical, tool_call_text
 
 from ors_gym import OrsEnv
-from ors_gym.gateway import as_batch, capture, trajectory_from_json, trajectory_json
+from ors_gym.gateway import as_batch, capture
 from ors_gym.tokens import Trajectory
 from tests._fault_servers import wait_for
 from tests._token_server import token_logprob
@@ -163,7 +163,7 @@ def test_streaming_and_unstreamed_record_the_same_trajectory(
     plain, _ = openai_episode(game, _openai(gateway, game, []), task={"target": 6})
     streamed, _ = openai_episode(game, _openai(gateway, game, []), task={"target": 6},
                                  stream=True)
-    assert trajectory_json(plain) == trajectory_json(streamed)
+    assert plain.to_dict() == streamed.to_dict()
     assert plain.turns == 3 and plain.reward == 1.0
 
 
@@ -274,7 +274,7 @@ def test_the_session_api_over_http_and_the_api_key_alone(
         read = http.get(f"/sessions/{opened['id']}").json()
         assert read["rows"][0]["mask"].count(1) > 0 and read["reward"] == 0.0
         closed = http.post(f"/sessions/{opened['id']}/close", json={"rewards": [0.5, 0.5]})
-        traj = trajectory_from_json(closed.json())
+        traj = Trajectory.from_dict(closed.json())
         assert traj.reward == 1.0 and traj.rows[0].ids == read["rows"][0]["prompt_ids"] + \
             read["rows"][0]["completion_ids"]
         assert http.delete(f"/sessions/{opened['id']}").status_code == 204
@@ -285,7 +285,7 @@ def test_json_round_trip_keeps_every_field(gateway: Any, script: Any, tok: Any) 
     session, _ = _two_turns(gateway, script, tok)
     traj = gateway.close_session(session.id, [0.0, 1.0])
     gateway.drop_session(session.id)
-    back = trajectory_from_json(json.loads(json.dumps(trajectory_json(traj))))
+    back = Trajectory.from_dict(json.loads(json.dumps(traj.to_dict())))
     assert back.to_trl() == traj.to_trl() and back.to_skyrl() == traj.to_skyrl()
     assert back.messages == traj.messages and back.reward == 1.0
 
