@@ -20,15 +20,15 @@ from typing import Any
 
 from ors_gym.actions import AssistantTurn
 from ors_gym.errors import OrsError
-from ors_gym.families import DEFAULT
 from ors_gym.formats import StepExchange, exchange_messages, step_exchange
 from ors_gym.protocol import Message
 from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._vision import accept, extend_row, row_images, split_processor
+from ors_gym.tokens._rows import Growth, Rows
+from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.chat import chat_messages
-from ors_gym.tokens.trajectory import TokenRow, Trajectory
+from ors_gym.tokens.trajectory import Trajectory
 
 logger = logging.getLogger("ors_gym")
 
@@ -121,6 +121,7 @@ class TokenRecord:
         self.system = system
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
+        self.rows: Rows | None = None  # the engine that grows the trajectory's rows
         self.steps = 0
         self.version: int | None = None  # the policy version of the turn being stepped
 
@@ -133,18 +134,12 @@ class TokenRecord:
         if self.system is not None:
             messages.append({"role": "system", "content": self.system})
         messages += chat_messages(opening, multimodal=self.bridge.multimodal)
-        prompt = self.bridge.prompt(messages, tools)
-        first = TokenRow(prompt_ids=prompt)
-        accept(first, row_images(self.bridge, messages))
-        self.trajectory = Trajectory(
-            rows=[first],
-            messages=messages,
-            tools=tools,
-            renderer=self.bridge.name,
-            images=_images(observation),
-        )
-        self.trajectory.multi_modal_data = first.multi_modal_data
-        return list(prompt)
+        traj = Trajectory(rows=[], messages=[], tools=tools, renderer=self.bridge.name,
+                          images=_images(observation))
+        self.rows = Rows(self.bridge, traj)
+        row = self.rows.grow(self.rows.restart(None, messages, tools))
+        self.trajectory = traj
+        return list(row.prompt_ids)
 
     def reset_info(self, info: Mapping[str, Any], observation: Any) -> dict[str, Any]:
         """The env's reset ``info`` plus what a trainer reads at an episode's start."""
@@ -192,8 +187,8 @@ class TokenRecord:
         turn: AssistantTurn,
         result: tuple[Any, Any, bool, bool, dict[str, Any]],
     ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
-        traj = self.trajectory
-        assert traj is not None
+        traj, rows = self.trajectory, self.rows
+        assert traj is not None and rows is not None
         observation, reward, terminated, truncated, info = result
         exchange: StepExchange = step_exchange(turn, info)
         reply = exchange_messages(exchange)[1]
@@ -201,52 +196,37 @@ class TokenRecord:
         # Everything that may raise (the bridge, the template) runs before the record
         # changes: a step that raises leaves the record as it was.
         row = traj.rows[-1]
-        previous = row.ids
-        # A known family's template renders the turn's fields; an unknown one gets the text.
-        fam = self.bridge.family
-        message = (fam.assistant_message(turn) if fam.name != DEFAULT
-                   else {"role": "assistant", "content": text})
+        message = rows.message(turn, text)
+        sampled = rows.turn(ids, message)
         terminated, truncated = bool(terminated), bool(truncated)
         stop = stops.from_step(terminated, truncated, info, plain=not turn.tool_calls,
                                parse_errors=bool(turn.errors))
-        said: list[dict[str, Any]] = []  # the reply's messages the model will read
-        next_row: TokenRow | None = None
-        images = next_images = None  # the images of the ids added, of the next row's prompt
-        if stop is not None:  # the model reads no more: only close its turn
-            tail = self.bridge.close(ids)
-        else:
-            added, pending = extend_row(self.bridge, row, previous, ids, new, traj.tools,
-                                        message)
-            if added is None:  # not provably append-only: a new row from the conversation
-                tail = self.bridge.close(ids)
-                history = [*traj.messages, message, *new]
-                prompt = self.bridge.prompt(history, traj.tools)
+        growth: Growth | None = None
+        if stop is None:  # the model reads on: the reply appended, else a new row
+            growth = rows.follow(sampled, new, traj.tools)
+            if growth is None:  # not provably append-only: a new row from the conversation
+                growth = rows.restart(sampled, [*traj.messages, message, *new], traj.tools)
+                assert growth.row is not None
                 # a new row's prompt counts what it adds beyond the episode's first prompt
                 if self.max_tokens is not None and (
-                        len(prompt) - len(traj.rows[0].prompt_ids) > self.max_tokens):
-                    stop, truncated = stops.MAX_TOKENS, True
-                else:
-                    said = new
-                    next_row = TokenRow(prompt_ids=prompt, first_message=len(history))
-                    next_images = row_images(self.bridge, history)
-            elif (
-                self.max_tokens is not None
-                and len(row.completion_ids) + len(ids) + len(added) > self.max_tokens
-            ):
+                        len(growth.row.prompt_ids) - len(traj.rows[0].prompt_ids)
+                        > self.max_tokens):
+                    growth = None
+            elif (self.max_tokens is not None and len(row.completion_ids) + len(ids)
+                  + len(growth.tail) > self.max_tokens):
+                growth = None
+            if growth is None:
                 stop, truncated = stops.MAX_TOKENS, True
-                tail = self.bridge.close(ids)
-            else:
-                tail, said, images = added, new, pending
+        if growth is None:  # the model reads no more: only close its turn
+            growth = rows.closing(sampled)
         parts = step_parts(info)
         # -- the record changes from here on; nothing below raises --
-        self._add_turn(row, ids, logprobs, tail, float(reward), [message, *said])
-        accept(row, images)  # the images, now that their ids are in
+        rows.add_turn(ids, logprobs, self.version, message)
+        traj.rewards.append(float(reward))
+        row = rows.grow(growth)
         add_parts(traj.reward_parts, parts)
         traj.images += _images(observation)
-        if next_row is not None:
-            accept(next_row, next_images)
-            traj.rows.append(next_row)
-            row = next_row
+        if growth.new_row:
             logger.debug("new token row at turn %d (history not provably kept)", traj.turns)
         if (
             stop is None
@@ -255,7 +235,6 @@ class TokenRecord:
         ):
             stop, truncated = stops.MAX_TOKENS, True
         traj.stop_reason = stop
-        traj.multi_modal_data = row.multi_modal_data
         info = dict(info)
         info.update(
             exchange=exchange,
@@ -269,20 +248,6 @@ class TokenRecord:
         )
         return row.ids, float(reward), terminated, truncated, info
 
-    def _add_turn(self, row: TokenRow, ids: list[int], logprobs: list[float] | None,
-                  tail: list[int], reward: float, messages: list[dict[str, Any]]) -> None:
-        """Append one sampled turn to ``row``: its ids (mask 1), the ids after them (mask
-        0), its policy version, reward and messages."""
-        traj = self.trajectory
-        assert traj is not None
-        row.add(ids, sampled=True, logprobs=logprobs)
-        row.add(tail, sampled=False)
-        row.turns += 1
-        traj.policy_versions.append(self.version)
-        traj.rewards.append(reward)
-        traj.logprobs_given = traj.logprobs_given and logprobs is not None
-        traj.messages += messages
-
     # -- an episode a failure ended -------------------------------------------------------
     def fail_start(self, exc: BaseException) -> tuple[list[int], dict[str, Any]]:
         """Record an episode whose reset failed: an empty user turn's prompt (none if the
@@ -292,28 +257,32 @@ class TokenRecord:
         if self.system is not None:
             messages.append({"role": "system", "content": self.system})
         messages.append({"role": "user", "content": ""})
+        traj = Trajectory(rows=[], messages=[], tools=[], renderer=self.bridge.name)
+        self.rows = Rows(self.bridge, traj)
         try:
-            prompt = self.bridge.prompt(messages, [])
+            growth = self.rows.restart(None, messages, [])
         except Exception:  # the bridge's own failure, logged by the caller
-            prompt = []
+            growth = Rows.unrendered(messages)
+        row = self.rows.grow(growth)
         self.steps = 0
-        self.trajectory = Trajectory(
-            rows=[TokenRow(prompt_ids=prompt)], messages=messages, tools=[],
-            renderer=self.bridge.name, stop_reason=reason)
-        return list(prompt), {"error": describe(exc), "stop_reason": reason}
+        traj.stop_reason = reason
+        self.trajectory = traj
+        return list(row.prompt_ids), {"error": describe(exc), "stop_reason": reason}
 
     def fail(self, ids: list[int], logprobs: list[float] | None, text: str,
              exc: BaseException) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
         """End the episode whose step raised (``finish`` left the record as it was): the
         sampled turn kept and closed, no reward, the failure's stop reason."""
-        traj = self.trajectory
-        assert traj is not None
+        traj, rows = self.trajectory, self.rows
+        assert traj is not None and rows is not None
+        message = {"role": "assistant", "content": text}
         try:
-            closing = self.bridge.close(ids)
+            closing = rows.closing(rows.turn(ids, message))
         except Exception:  # a broken bridge: the turn stays as sampled
-            closing = []
-        row = traj.rows[-1]
-        self._add_turn(row, ids, logprobs, closing, 0.0, [{"role": "assistant", "content": text}])
+            closing = Growth([])
+        rows.add_turn(ids, logprobs, self.version, message)
+        traj.rewards.append(0.0)
+        row = rows.grow(closing)
         traj.stop_reason = stops.from_failure(exc)
         info = {"error": describe(exc), "stop_reason": traj.stop_reason, "text": text}
         return row.ids, 0.0, False, True, info
