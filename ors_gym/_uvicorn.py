@@ -1,4 +1,5 @@
-"""An ASGI app under uvicorn in a daemon thread: the ORS server's and the gateway's.
+"""An ASGI app under uvicorn, the ORS server's and the gateway's: in a daemon thread
+(:class:`UvicornThread`), or in the foreground until interrupted (:func:`serve_forever`).
 
 Binding port 0 gives an ephemeral port; ``url`` is the bound address once started.
 Startup is awaited on uvicorn's own ``started`` flag (it exposes no event), bounded.
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
-__all__ = ["UvicornThread"]
+__all__ = ["UvicornThread", "serve_forever"]
 
 
 class UvicornThread:
@@ -52,3 +54,23 @@ class UvicornThread:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def serve_forever(app: Any, host: str, port: int, *, bound: Callable[[str, int], None]) -> None:
+    """Serve ``app`` in the foreground until interrupted; ``bound(host, port)`` is called
+    once the socket is bound (port 0: the ephemeral port given), to say where."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                            timeout_keep_alive=60)
+    server = uvicorn.Server(config)
+    original = server.startup
+
+    async def startup(sockets: Any = None) -> None:
+        await original(sockets)
+        if server.servers:
+            address = server.servers[0].sockets[0].getsockname()
+            bound(str(address[0]), int(address[1]))
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.run()

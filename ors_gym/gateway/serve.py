@@ -7,9 +7,8 @@ stops on exit. :func:`serve_forever` is ``ors-gym gateway``'s loop.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ors_gym._uvicorn import UvicornThread
+from ors_gym._uvicorn import serve_forever as forever
 from ors_gym.gateway.gateway import Gateway
 
 __all__ = ["GatewayThread", "serve", "serve_forever"]
@@ -45,22 +44,11 @@ def serve(gateway: Gateway, host: str = "127.0.0.1", port: int = 0) -> GatewayTh
 def serve_forever(gateway: Gateway, host: str, port: int, *,
                   admin_key: str | None = None, public_url: str | None = None) -> None:
     """Serve in the foreground until interrupted; prints the address once bound."""
-    import uvicorn
-
     from ors_gym.gateway.app import build_app
 
-    config = uvicorn.Config(build_app(gateway, admin_key=admin_key), host=host, port=port,
-                            log_level="warning", timeout_keep_alive=60)
-    server = uvicorn.Server(config)
-    original = server.startup
+    def bound(host: str, port: int) -> None:
+        gateway.url = public_url or f"http://{host}:{port}"
+        print(f"ors-gym: gateway for {gateway.model} ({gateway.bridge.name}) at "
+              f"{gateway.url}", flush=True)
 
-    async def startup(sockets: Any = None) -> None:
-        await original(sockets)
-        if server.servers:
-            bound = server.servers[0].sockets[0].getsockname()
-            gateway.url = public_url or f"http://{bound[0]}:{bound[1]}"
-            print(f"ors-gym: gateway for {gateway.model} ({gateway.bridge.name}) at "
-                  f"{gateway.url}", flush=True)
-
-    server.startup = startup  # type: ignore[method-assign]
-    server.run()
+    forever(build_app(gateway, admin_key=admin_key), host, port, bound=bound)

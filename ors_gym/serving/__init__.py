@@ -10,9 +10,9 @@ ORS server on 127.0.0.1 with an ephemeral port; ``ors-gym serve`` uses
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from ors_gym._uvicorn import UvicornThread
+from ors_gym._uvicorn import serve_forever as forever
 from ors_gym.backends.local.sdk import (
     load_environment_classes,
     quiet_sdk_logging,
@@ -54,23 +54,10 @@ def serve_in_thread(environments: Sequence[str | type], port: int = 0) -> Server
 def serve_forever(environments: Sequence[str | type], host: str, port: int) -> None:
     """Serve in the foreground until interrupted; prints the URL once bound."""
     sdk = require_sdk()
-    import uvicorn
-
     classes = load_environment_classes(environments)
-    server = sdk.Server(classes)
-    config = uvicorn.Config(
-        server.app, host=host, port=port, log_level="warning", timeout_keep_alive=60
-    )
-    uv = uvicorn.Server(config)
+    names = ", ".join(c.__name__.lower() for c in classes)
 
-    original_startup = uv.startup
+    def bound(host: str, port: int) -> None:
+        print(f"ors-gym: serving {names} at http://{host}:{port}", flush=True)
 
-    async def startup(sockets: Any = None) -> None:
-        await original_startup(sockets)
-        if uv.servers:
-            bound = uv.servers[0].sockets[0].getsockname()
-            names = ", ".join(c.__name__.lower() for c in classes)
-            print(f"ors-gym: serving {names} at http://{bound[0]}:{bound[1]}", flush=True)
-
-    uv.startup = startup  # type: ignore[method-assign]
-    uv.run()
+    forever(sdk.Server(classes).app, host, port, bound=bound)

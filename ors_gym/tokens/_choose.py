@@ -24,9 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.families import DEFAULT, Family, detect, family, warn_once
-from ors_gym.tokens._images import TemplateImagesBridge, vision_family
 from ors_gym.tokens._renderers import RenderersBridge
-from ors_gym.tokens._vision import refusal
+from ors_gym.tokens._vision import vision_bridge
 from ors_gym.tokens.bridge import _PROBE_TOOLS, Bridge, TemplateBridge
 
 __all__ = ["make_bridge"]
@@ -57,12 +56,12 @@ def make_bridge(
     """``renderer``: None (the tokenizer's family, found), ``"template"`` (its chat
     template, read by its family's rules), a renderers name/config/Renderer, or a
     :class:`~ors_gym.tokens.Bridge`. ``processor``: a vision model's processor, for the
-    family's multimodal renderer (:mod:`ors_gym.tokens._images`)."""
+    family's multimodal renderer (:func:`ors_gym.tokens._vision.vision_bridge`)."""
     if isinstance(renderer, Bridge) and not _is_renderers_object(renderer):
         return renderer
     kwargs = dict(chat_template_kwargs or {})
     if processor is not None:  # not memoised: the processor holds the tokenizer it would key
-        return _vision_bridge(tokenizer, processor, renderer, kwargs)
+        return vision_bridge(tokenizer, processor, renderer, kwargs)
     if renderer is not None and not isinstance(renderer, str):  # a renderers config/Renderer
         return _renderer_bridge(tokenizer, renderer, kwargs)
     template = getattr(tokenizer, "chat_template", None)
@@ -130,32 +129,9 @@ def _choose(tokenizer: Any, renderer: str | None, kwargs: dict[str, Any]) -> Bri
     return bridge
 
 
-def _renderer_bridge(
-    tokenizer: Any, renderer: Any, kwargs: dict[str, Any], processor: Any = None
-) -> RenderersBridge:
-    """The one place a renderers renderer is built into a bridge (with a vision model's
-    processor, rebuilt to render its images)."""
-    return RenderersBridge(tokenizer, renderer, kwargs, processor=processor)
-
-
-def _vision_bridge(
-    tokenizer: Any, processor: Any, renderer: Any, kwargs: dict[str, Any]
-) -> Bridge:
-    """The bridge that renders ``processor``'s images for ``tokenizer``'s family
-    (:mod:`ors_gym.tokens._images`), or a ValueError naming the processor where that
-    family renders no image."""
-    name = vision_family(tokenizer, processor, renderer)
-    if name == "qwen2.5-vl":
-        return TemplateImagesBridge(tokenizer, processor, kwargs)
-    if renderer is None or isinstance(renderer, str):
-        renderer = family(name).renderer
-        if renderer is None:
-            raise refusal(processor, name, "renders no images here (no renderer serves it)")
-    bridge = _renderer_bridge(tokenizer, renderer, kwargs, processor)
-    if not bridge.multimodal:
-        raise refusal(processor, bridge.name.removeprefix("renderers:"),
-                      "renders text only: its renderer takes no image")
-    return bridge
+def _renderer_bridge(tokenizer: Any, renderer: Any, kwargs: dict[str, Any]) -> RenderersBridge:
+    """A renderers renderer (name, config or instance) as a bridge, for a text model."""
+    return RenderersBridge(tokenizer, renderer, kwargs)
 
 
 def _fallback(

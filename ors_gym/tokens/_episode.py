@@ -22,16 +22,12 @@ from ors_gym.async_env import AsyncOrsEnv
 from ors_gym.errors import OrsError
 from ors_gym.tokens import stops
 from ors_gym.tokens._open import EpisodeRow
-from ors_gym.tokens._record import Read, describe
+from ors_gym.tokens._record import Read, TokenStep, describe
 from ors_gym.tokens.async_env import AsyncTokenEnv
 
-__all__ = ["BatchEpisode", "Step"]
+__all__ = ["BatchEpisode"]
 
 logger = logging.getLogger("ors_gym")
-
-#: A token step's result: the ids, reward, terminated, truncated and info.
-Step = tuple[list[int], float, bool, bool, dict[str, Any]]
-
 
 class BatchEpisode(AsyncTokenEnv):
     """The episode of ``row`` over ``env`` (a pool's, sharing its backend); ``ids`` is its
@@ -69,7 +65,7 @@ class BatchEpisode(AsyncTokenEnv):
         """The sampled turn of ``action`` (bad ids raise here, before any I/O)."""
         return self._record.read(action)
 
-    async def play(self, read: Read) -> Step:
+    async def play(self, read: Read) -> TokenStep:
         """Run a read turn; a failure ends the episode with the turn kept, no reward."""
         try:
             out = await self._play(read)

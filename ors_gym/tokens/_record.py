@@ -32,10 +32,13 @@ from ors_gym.tokens.trajectory import Trajectory
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["Read", "TokenRecord", "ors_core"]
+__all__ = ["Read", "TokenRecord", "TokenStep", "ors_core", "over_env"]
 
 #: What ``TokenRecord.read`` gives: the sampled ids, their logprobs, text and parsed turn.
 Read = tuple[list[int], list[float] | None, str, AssistantTurn]
+#: A token step's result: the ids, reward, terminated, truncated and info (``Step`` in
+#: :mod:`ors_gym.turn` is the Gymnasium step's, with an observation dict).
+TokenStep = tuple[list[int], float, bool, bool, dict[str, Any]]
 
 
 def read_action(action: Any, vocab_size: int) -> tuple[list[int], list[float] | None]:
@@ -186,7 +189,7 @@ class TokenRecord:
         text: str,
         turn: AssistantTurn,
         result: tuple[Any, Any, bool, bool, dict[str, Any]],
-    ) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+    ) -> TokenStep:
         traj, rows = self.trajectory, self.rows
         assert traj is not None and rows is not None
         observation, reward, terminated, truncated, info = result
@@ -270,7 +273,7 @@ class TokenRecord:
         return list(row.prompt_ids), {"error": describe(exc), "stop_reason": reason}
 
     def fail(self, ids: list[int], logprobs: list[float] | None, text: str,
-             exc: BaseException) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+             exc: BaseException) -> TokenStep:
         """End the episode whose step raised (``finish`` left the record as it was): the
         sampled turn kept and closed, no reward, the failure's stop reason."""
         traj, rows = self.trajectory, self.rows
@@ -302,6 +305,18 @@ def _images(observation: Any) -> list[Any]:
     if isinstance(observation, Mapping):
         return list(observation.get("images") or ())
     return []
+
+
+def over_env(env: Any, tokenizer: Any, renderer: Any, chat_template_kwargs: Any, *,
+             max_tokens: int | None, system: str | None, processor: Any
+             ) -> tuple[Any, TokenRecord]:
+    """What ``TokenEnv`` and ``AsyncTokenEnv`` start from: the ORS env under ``env``'s
+    wrappers (its messages fetched with each step) and the episode's token record."""
+    core = ors_core(env)
+    core.prefetch_messages = True
+    record = TokenRecord(tokenizer, renderer, chat_template_kwargs, max_tokens=max_tokens,
+                         system=system, processor=processor)
+    return core, record
 
 
 def ors_core(env: Any) -> Any:

@@ -9,7 +9,7 @@ rules. One renderer so writes and reads a family's tokens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from ors_gym.actions import AssistantTurn, ToolCall
@@ -19,9 +19,10 @@ from ors_gym.families import (
     family,
     from_parsed_response,
     parse_text,
+    warn_once,
 )
 from ors_gym.protocol import ReasoningBlock
-from ors_gym.tokens._vision import renderer_with_processor, renders_images
+from ors_gym.tokens.bridge import Messages, Tools
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -74,33 +75,25 @@ class RenderersBridge:
                 f"Renderer or an ors_gym.tokens Bridge; got {type(renderer).__name__}"
             )
         if processor is not None:  # renderers' factory takes none: the renderer, rebuilt
-            renderer = renderer_with_processor(renderer, tokenizer, processor)
+            renderer = _with_processor(renderer, tokenizer, processor)
         self.renderer = renderer
         config = getattr(renderer, "config", None)
         config_name = str(getattr(config, "name", type(renderer).__name__))
         self.name = f"renderers:{config_name}"
         self.family: Family = _family_or_own(config_name)
-        self.multimodal = renders_images(lib, renderer, config_name)
+        self.multimodal = _renders_images(lib, renderer, config_name)
         self.stops = frozenset(renderer.get_stop_token_ids())
         self.multi_modal_data: Any = None
 
-    def prompt(
-        self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
-    ) -> list[int]:
+    def prompt(self, messages: Messages, tools: Tools) -> list[int]:
         rendered = self.renderer.render(
             [dict(m) for m in messages], tools=tools or None, add_generation_prompt=True
         )
         self.multi_modal_data = getattr(rendered, "multi_modal_data", None)
         return list(rendered.token_ids)
 
-    def extend(
-        self,
-        previous: list[int],
-        completion: list[int],
-        new_messages: Sequence[Mapping[str, Any]],
-        tools: list[dict[str, Any]],
-        turn: Mapping[str, Any] | None = None,
-    ) -> list[int] | None:
+    def extend(self, previous: list[int], completion: list[int], new_messages: Messages,
+               tools: Tools, turn: Mapping[str, Any] | None = None) -> list[int] | None:
         kwargs: dict[str, Any] = {"tools": tools or None}
         if self.multimodal:
             kwargs["previous_multi_modal_data"] = self.multi_modal_data
@@ -135,6 +128,39 @@ class RenderersBridge:
             list(completion), tools=tools or None, prompt_ids=list(prompt)
         )
         return _read(parsed, fam, tools)
+
+
+def _with_processor(renderer: Any, tokenizer: Any, processor: Any) -> Any:
+    """``renderer`` rebuilt with a vision model's ``processor`` (renderers' factory takes
+    none: its multimodal renderers take it as ``processor=``)."""
+    try:
+        return type(renderer)(tokenizer, renderer.config, processor=processor)
+    except TypeError as exc:
+        name = str(getattr(renderer.config, "name", renderer))
+        raise ValueError(
+            f"processor={type(processor).__name__} was given, but the {name!r} renderer "
+            "renders text only (it takes no processor): drop processor= to show a text "
+            "model a note in place of each image"
+        ) from exc
+
+
+def _renders_images(lib: Any, renderer: Any, name: str) -> bool:
+    """Whether the renderer renders images here: it is multimodal and has a processor. A
+    multimodal renderer without one renders the text note, said at WARNING (it would
+    otherwise fetch a processor from the hub at the first image)."""
+    from ors_gym._compat.renderers import renderer_processor
+
+    if not lib.is_multimodal(renderer):
+        return False
+    if renderer_processor(renderer) is not None:
+        return True
+    warn_once(
+        f"the {name!r} renderer renders images, but no processor was given: images reach "
+        "the model as a text note; pass processor=<the model's processor> (e.g. "
+        "AutoProcessor.from_pretrained(...)) to TokenEnv, AsyncTokenEnv or the batch to "
+        "show them"
+    )
+    return False
 
 
 def _family_or_own(name: str) -> Family:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ors_gym.tokens._record import Read, TokenRecord, ors_core
+from ors_gym.tokens._record import Read, TokenStep, over_env
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["AsyncTokenEnv"]
@@ -20,28 +20,14 @@ class AsyncTokenEnv:
     ``step``, ``messages`` and a ``tools_as``); the other arguments are ``TokenEnv``'s.
     ``close()`` closes ``env``."""
 
-    def __init__(
-        self,
-        env: Any,
-        tokenizer: Any,
-        *,
-        renderer: Any = None,
-        max_tokens: int | None = None,
-        system: str | None = None,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        processor: Any = None,
-    ) -> None:
+    def __init__(self, env: Any, tokenizer: Any, *, renderer: Any = None,
+                 max_tokens: int | None = None, system: str | None = None,
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
+                 processor: Any = None) -> None:
         self.env = env
-        self._core = ors_core(env)
-        self._core.prefetch_messages = True
-        self._record = TokenRecord(
-            tokenizer,
-            renderer,
-            chat_template_kwargs,
-            max_tokens=max_tokens,
-            system=system,
-            processor=processor,
-        )
+        self._core, self._record = over_env(env, tokenizer, renderer, chat_template_kwargs,
+                                            max_tokens=max_tokens, system=system,
+                                            processor=processor)
         self.tokenizer = self._record.tokenizer  # a processor's own tokenizer
         self.bridge = self._record.bridge
 
@@ -56,7 +42,7 @@ class AsyncTokenEnv:
     ) -> tuple[list[int], dict[str, Any]]:
         return self._begin(*await self._open(seed, options))
 
-    async def step(self, action: Any) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+    async def step(self, action: Any) -> TokenStep:
         return await self._play(self._record.read(action))
 
     # -- the two halves of each, for a batch that contains their failures ---------------------
@@ -72,7 +58,7 @@ class AsyncTokenEnv:
         prompt = self._record.start(opening, self._core.tools_as("openai"), observation)
         return prompt, self._record.reset_info(info, observation)
 
-    async def _play(self, read: Read) -> tuple[list[int], float, bool, bool, dict[str, Any]]:
+    async def _play(self, read: Read) -> TokenStep:
         """The environment's step of a read turn, then the record's (which changes nothing
         if it raises)."""
         ids, logprobs, text, turn = read

@@ -23,7 +23,11 @@ from typing import Any, Protocol, runtime_checkable
 from ors_gym.actions import AssistantTurn
 from ors_gym.families import DEFAULT, FORMATS, Family, WireFormat, family, parse_text, warn_once
 
-__all__ = ["Bridge", "TemplateBridge"]
+__all__ = ["Bridge", "Messages", "TemplateBridge", "Tools"]
+
+#: A conversation as a chat template reads it, and tools in OpenAI's function format.
+Messages = Sequence[Mapping[str, Any]]
+Tools = list[dict[str, Any]]
 
 # The fixed conversation: a user turn, then an assistant turn with reasoning (so that a
 # template dropping earlier reasoning at a new user message shows it here too).
@@ -40,20 +44,12 @@ class Bridge(Protocol):
     multimodal: bool
     family: Family
 
-    def prompt(
-        self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
-    ) -> list[int]:
+    def prompt(self, messages: Messages, tools: Tools) -> list[int]:
         """The conversation's ids ending with the generation prompt (a row's start)."""
         ...
 
-    def extend(
-        self,
-        previous: list[int],
-        completion: list[int],
-        new_messages: Sequence[Mapping[str, Any]],
-        tools: list[dict[str, Any]],
-        turn: Mapping[str, Any] | None = None,
-    ) -> list[int] | None:
+    def extend(self, previous: list[int], completion: list[int], new_messages: Messages,
+               tools: Tools, turn: Mapping[str, Any] | None = None) -> list[int] | None:
         """The ids to append after ``previous + completion``: closing tokens, the new
         messages, the next generation prompt; None when not provably append-only.
         ``turn`` is the sampled turn as a chat message, as the family's parser read it."""
@@ -128,19 +124,11 @@ class TemplateBridge:
         self._last_fixed: tuple[list[dict[str, Any]], _Fixed | None] | None = None
 
     # -- the Bridge protocol -----------------------------------------------------------------
-    def prompt(
-        self, messages: Sequence[Mapping[str, Any]], tools: list[dict[str, Any]]
-    ) -> list[int]:
+    def prompt(self, messages: Messages, tools: Tools) -> list[int]:
         return self._ids(list(messages), tools, generation=True)
 
-    def extend(
-        self,
-        previous: list[int],
-        completion: list[int],
-        new_messages: Sequence[Mapping[str, Any]],
-        tools: list[dict[str, Any]],
-        turn: Mapping[str, Any] | None = None,
-    ) -> list[int] | None:
+    def extend(self, previous: list[int], completion: list[int], new_messages: Messages,
+               tools: Tools, turn: Mapping[str, Any] | None = None) -> list[int] | None:
         ends = self.format.ends
         if turn is not None and ends is not None:
             return self._extend_after(turn, completion, new_messages, tools, ends)

@@ -21,7 +21,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from ors_gym.tokens._record import TokenRecord, ors_core
+from ors_gym.tokens._record import over_env
 from ors_gym.tokens.trajectory import Trajectory
 
 __all__ = ["TokenEnv", "TokenSpace"]
@@ -76,29 +76,14 @@ class TokenEnv(gym.Wrapper[list[int], Any, Any, Any]):
     expanded as the processor expands them, and each row keeps its own.
     """
 
-    def __init__(
-        self,
-        env: gym.Env[Any, Any],
-        tokenizer: Any,
-        *,
-        renderer: Any = None,
-        max_tokens: int | None = None,
-        system: str | None = None,
-        chat_template_kwargs: Mapping[str, Any] | None = None,
-        processor: Any = None,
-    ) -> None:
+    def __init__(self, env: gym.Env[Any, Any], tokenizer: Any, *, renderer: Any = None,
+                 max_tokens: int | None = None, system: str | None = None,
+                 chat_template_kwargs: Mapping[str, Any] | None = None,
+                 processor: Any = None) -> None:
         super().__init__(env)
-        self._core = ors_core(env)
-        self._core.prefetch_messages = True
-        self.tokenizer = tokenizer
-        self._record = TokenRecord(
-            tokenizer,
-            renderer,
-            chat_template_kwargs,
-            max_tokens=max_tokens,
-            system=system,
-            processor=processor,
-        )
+        self._core, self._record = over_env(env, tokenizer, renderer, chat_template_kwargs,
+                                            max_tokens=max_tokens, system=system,
+                                            processor=processor)
         self.tokenizer = tokenizer = self._record.tokenizer  # a processor's own tokenizer
         self.bridge = self._record.bridge
         self.observation_space = TokenSpace(len(tokenizer))
