@@ -123,6 +123,7 @@ def test_an_edited_history_starts_a_new_row_from_the_familys_template(
     traj = gw.close_session(session.id, [1.0])
     gw.drop_session(session.id)
     assert len(traj.rows) == rows + 1 and traj.turns == 3
+    assert traj.policy_versions == [None, None, None]  # one per turn (the sampler names none)
     # the new row's prompt: the family's template over the edited request, as it reads it
     want = [*opening, _templated(name, first, gw), _tool(first, TRIMMED),
             _templated(name, second, gw), _tool(second, "Moved left.")]

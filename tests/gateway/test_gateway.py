@@ -307,3 +307,39 @@ def test_the_chat_template_bridge_captures_the_same_episode(
                                  drop_reasoning=True)
     assert traj.reward == 1.0 and len(traj.rows) == 1 and traj.turns == 3
     check_verbatim(traj, backend.requests, tok)
+
+
+def test_the_command_line_serves_until_stopped(tmp_path: Any, tok: Any, backend: Any) -> None:
+    """``ors-gym gateway --port 0`` binds, says where (the shared ``serve_forever``), and
+    serves a session opened there."""
+    import os
+    import queue
+    import subprocess
+    import sys
+    import threading
+
+    tok.save_pretrained(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ors_gym", "gateway", "--tokenizer", str(tmp_path), "--backend",
+         "vllm", "--backend-url", backend.base_url, "--model", "tiny", "--port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines: queue.Queue[str] = queue.Queue()
+    assert proc.stdout is not None
+    out = proc.stdout
+
+    def pump() -> None:
+        for printed in out:
+            lines.put(printed)
+
+    threading.Thread(target=pump, daemon=True).start()
+    try:
+        line = lines.get(timeout=120)  # a bound on a start, not a wait standing in for one
+        assert line.startswith("ors-gym: gateway for tiny (") and " at http://" in line
+        url = line.rsplit(" at ", 1)[1].strip()
+        with httpx.Client(base_url=url, timeout=30) as http:
+            opened = http.post("/sessions").json()
+            assert opened["openai_base_url"] == f"{url}/s/{opened['id']}/v1"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
