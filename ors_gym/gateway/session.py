@@ -95,15 +95,15 @@ class CaptureSession:
                                     "samples a whole new turn, so end with a user or tool "
                                     "message", param="messages")
         rows = self._rows(bridge)
-        conversation = [rows.message(request_turn(m)) if m["role"] == "assistant" else m
-                        for m in messages]
         tools_key = json.dumps(tools, sort_keys=True)
         cut = self._continues(messages, tools_key)
-        if cut is not None and rows.last is not None:
-            growth = rows.follow(rows.last, conversation[cut:], tools)
+        if cut is not None and rows.last is not None:  # the new messages hold no assistant turn
+            growth = rows.follow(rows.last, messages[cut:], tools)
             if growth is not None:
                 prompt = [*self.trajectory.rows[-1].ids, *growth.tail]
                 return Plan(prompt, growth, [*self.entries, *messages[cut:]], tools, tools_key)
+        conversation = [rows.message(request_turn(m)) if m["role"] == "assistant" else m
+                        for m in messages]
         growth = rows.restart(rows.last, conversation, tools)
         assert growth.row is not None
         return Plan(list(growth.row.prompt_ids), growth, list(messages), tools, tools_key)

@@ -6,9 +6,10 @@ it: the sampled ids read once, by the model family's parser (the bridge's
 ``parse``), into the turn the env runs as it is, before the step; the
 environment's reply turned into chat messages and bridged into ids after it
 (``finish`` changes the record only once nothing can raise, so a failed step
-leaves it as it was). The record also owns an episode's end by failure
-(``fail_start``, ``fail``, ``end``), for a batch whose failures stay in their
-episode.
+leaves it as it was). Its rows grow only through the token engine,
+:class:`ors_gym.tokens._rows.Rows`, as the capture gateway's do. The record
+also owns an episode's end by failure (``fail_start``, ``fail``, ``end``), for a
+batch whose failures stay in their episode.
 """
 
 from __future__ import annotations
