@@ -11,10 +11,11 @@ messages' ids. Anything else (compaction, an edited or dropped message, changed 
 a template that rewrites history) starts a new row of the same
 :class:`~ors_gym.tokens.Trajectory`, as ``TokenEnv`` does.
 
-The rows grow only through the token engine (:class:`ors_gym.tokens._rows.Rows`), as
-``TokenEnv``'s do: :meth:`CaptureSession.plan` plans a turn's prompt without touching
-the record; :meth:`CaptureSession.commit` records it once the reply is built. A
-request's assistant messages are read as :class:`~ors_gym.actions.AssistantTurn` and
+The rows grow only through the token engine
+(:class:`ors_gym.tokens._engine.RowEngine`), as ``TokenEnv``'s do:
+:meth:`CaptureSession.plan` plans a turn's prompt without touching the record;
+:meth:`CaptureSession.commit` records it once the reply is built. A request's
+assistant messages are read as :class:`~ors_gym.actions.AssistantTurn` and
 rendered by the family's ``assistant_message``, as a sampled turn is.
 """
 
@@ -31,7 +32,7 @@ from ors_gym.gateway.errors import GatewayError
 from ors_gym.protocol import ReasoningBlock
 from ors_gym.sampling import Sample
 from ors_gym.tokens import Bridge, Trajectory
-from ors_gym.tokens._rows import Growth, Rows
+from ors_gym.tokens._engine import Growth, RowEngine
 
 __all__ = ["CaptureSession", "Plan", "Recorded", "request_turn"]
 
@@ -70,7 +71,7 @@ class CaptureSession:
     closed: bool = False
     entries: list[dict[str, Any] | Recorded] = field(default_factory=list)
     tools_key: str = ""
-    rows: Rows | None = field(default=None, repr=False)  # the engine, from the first plan
+    rows: RowEngine | None = field(default=None, repr=False)  # the engine, from the first plan
 
     @classmethod
     def new(cls, renderer: str) -> CaptureSession:
@@ -80,9 +81,9 @@ class CaptureSession:
             trajectory=Trajectory(rows=[], messages=[], tools=[], renderer=renderer),
         )
 
-    def _rows(self, bridge: Bridge) -> Rows:
+    def _rows(self, bridge: Bridge) -> RowEngine:
         if self.rows is None:
-            self.rows = Rows(bridge, self.trajectory)
+            self.rows = RowEngine(bridge, self.trajectory)
         return self.rows
 
     # -- before sampling ----------------------------------------------------------------

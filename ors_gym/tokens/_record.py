@@ -7,7 +7,7 @@ it: the sampled ids read once, by the model family's parser (the bridge's
 environment's reply turned into chat messages and bridged into ids after it
 (``finish`` changes the record only once nothing can raise, so a failed step
 leaves it as it was). Its rows grow only through the token engine,
-:class:`ors_gym.tokens._rows.Rows`, as the capture gateway's do. The record
+:class:`ors_gym.tokens._engine.RowEngine`, as the capture gateway's do. The record
 also owns an episode's end by failure (``fail_start``, ``fail``, ``end``), for a
 batch whose failures stay in their episode.
 """
@@ -26,7 +26,7 @@ from ors_gym.protocol import Message
 from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._rows import Growth, Rows
+from ors_gym.tokens._engine import Growth, RowEngine
 from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.chat import chat_messages
 from ors_gym.tokens.trajectory import Trajectory
@@ -125,7 +125,7 @@ class TokenRecord:
         self.system = system
         self.vocab_size = len(tokenizer)
         self.trajectory: Trajectory | None = None
-        self.rows: Rows | None = None  # the engine that grows the trajectory's rows
+        self.rows: RowEngine | None = None  # the engine that grows the trajectory's rows
         self.steps = 0
         self.version: int | None = None  # the policy version of the turn being stepped
 
@@ -140,7 +140,7 @@ class TokenRecord:
         messages += chat_messages(opening, multimodal=self.bridge.multimodal)
         traj = Trajectory(rows=[], messages=[], tools=tools, renderer=self.bridge.name,
                           images=_images(observation))
-        self.rows = Rows(self.bridge, traj)
+        self.rows = RowEngine(self.bridge, traj)
         row = self.rows.grow(self.rows.restart(None, messages, tools))
         self.trajectory = traj
         return list(row.prompt_ids)
@@ -262,11 +262,11 @@ class TokenRecord:
             messages.append({"role": "system", "content": self.system})
         messages.append({"role": "user", "content": ""})
         traj = Trajectory(rows=[], messages=[], tools=[], renderer=self.bridge.name)
-        self.rows = Rows(self.bridge, traj)
+        self.rows = RowEngine(self.bridge, traj)
         try:
             growth = self.rows.restart(None, messages, [])
         except Exception:  # the bridge's own failure, logged by the caller
-            growth = Rows.unrendered(messages)
+            growth = RowEngine.unrendered(messages)
         row = self.rows.grow(growth)
         self.steps = 0
         traj.stop_reason = reason

@@ -1,16 +1,16 @@
 """The one place a token row grows, for every driver (``TokenEnv``, the batch, ``run_free``,
 the worker, the capture gateway).
 
-:class:`Rows` holds one :class:`~ors_gym.tokens.Trajectory` and is the only code that
+:class:`RowEngine` holds one :class:`~ors_gym.tokens.Trajectory` and is the only code that
 opens a :class:`~ors_gym.tokens.TokenRow`, appends to one, or closes a superseded
 row's last turn. A driver plans how the record grows before anything changes
-(:meth:`Rows.follow`: the ids after a sampled turn that render the next messages,
-where the bridge proves them append-only; :meth:`Rows.restart`: the turn closed and a
-new row from a conversation; :meth:`Rows.closing`: the turn closed only) and, once
-nothing can raise, records it (:meth:`Rows.add_turn`, :meth:`Rows.grow`). ``TokenEnv``
+(:meth:`RowEngine.follow`: the ids after a sampled turn that render the next messages,
+where the bridge proves them append-only; :meth:`RowEngine.restart`: the turn closed and a
+new row from a conversation; :meth:`RowEngine.closing`: the turn closed only) and, once
+nothing can raise, records it (:meth:`RowEngine.add_turn`, :meth:`RowEngine.grow`). ``TokenEnv``
 adds a turn and grows past it in one step; the gateway grows past the last turn when
 the next request arrives, then adds the new turn. An assistant turn is rendered by
-its family's :meth:`~ors_gym.families.Family.assistant_message` (:meth:`Rows.message`).
+its family's :meth:`~ors_gym.families.Family.assistant_message` (:meth:`RowEngine.message`).
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from ors_gym.tokens._vision import Pending, accept, extend_row, row_images
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
-__all__ = ["Growth", "Rows", "Turn"]
+__all__ = ["Growth", "RowEngine", "Sampled"]
 
 
 @dataclass(frozen=True)
-class Turn:
+class Sampled:
     """A sampled turn: its row's ids before it, its ids, and its message."""
 
     before: list[int]
@@ -56,13 +56,13 @@ class Growth:
         return self.row is not None
 
 
-class Rows:
+class RowEngine:
     """The rows of ``trajectory`` and the steps that grow them, rendered by ``bridge``."""
 
     def __init__(self, bridge: Bridge, trajectory: Trajectory) -> None:
         self.bridge = bridge
         self.trajectory = trajectory
-        self.last: Turn | None = None  # the last turn sampled, its row not grown past it
+        self.last: Sampled | None = None  # the last turn sampled, its row not grown past it
 
     # -- planning: nothing changes ------------------------------------------------------
     def message(self, turn: AssistantTurn, text: str | None = None) -> dict[str, Any]:
@@ -73,11 +73,11 @@ class Rows:
             return {"role": "assistant", "content": text}
         return fam.assistant_message(turn)
 
-    def turn(self, ids: list[int], message: dict[str, Any]) -> Turn:
+    def turn(self, ids: list[int], message: dict[str, Any]) -> Sampled:
         """A turn sampled after the last row's ids (not yet added)."""
-        return Turn(self.trajectory.rows[-1].ids, list(ids), message)
+        return Sampled(self.trajectory.rows[-1].ids, list(ids), message)
 
-    def follow(self, turn: Turn, new: Sequence[Mapping[str, Any]],
+    def follow(self, turn: Sampled, new: Sequence[Mapping[str, Any]],
                tools: list[dict[str, Any]]) -> Growth | None:
         """The ids after ``turn`` that render ``new``, appended to its row, where the
         bridge proves the row append-only; else None."""
@@ -88,7 +88,7 @@ class Rows:
             return None
         return Growth(added, [dict(m) for m in new], pending)
 
-    def restart(self, turn: Turn | None, history: Sequence[Mapping[str, Any]],
+    def restart(self, turn: Sampled | None, history: Sequence[Mapping[str, Any]],
                 tools: list[dict[str, Any]]) -> Growth:
         """``turn`` closed (if any), then a new row read from ``history``."""
         tail = self.bridge.close(turn.ids) if turn is not None else []
@@ -104,7 +104,7 @@ class Rows:
         return Growth([], row=TokenRow(prompt_ids=[], first_message=len(conversation)),
                       history=conversation)
 
-    def closing(self, turn: Turn | None) -> Growth:
+    def closing(self, turn: Sampled | None) -> Growth:
         """``turn`` closed (the model reads no more after it)."""
         return Growth(self.bridge.close(turn.ids) if turn is not None else [])
 
@@ -115,7 +115,7 @@ class Rows:
         its policy version and message. It stays :attr:`last` until grown past."""
         traj = self.trajectory
         row = traj.rows[-1]
-        self.last = Turn(row.ids, list(ids), message)
+        self.last = Sampled(row.ids, list(ids), message)
         row.add(list(ids), sampled=True, logprobs=logprobs)
         row.turns += 1
         traj.policy_versions.append(version)
