@@ -12,6 +12,7 @@ step-wise trainers (SkyRL's ``step_wise_trajectories``, verifiers) take it.
 from __future__ import annotations
 
 import base64
+import copy
 import dataclasses
 import io
 from collections.abc import Iterable, Mapping
@@ -148,9 +149,11 @@ class Trajectory:
         """The trajectory as a JSON-ready dict, whole: every field of it and of its rows
         (images as base64 PNG, arrays as base64 ``.npy``), except ``multi_modal_data``,
         the processor's output for the images (tensors), which a processor rebuilds from
-        them. :meth:`from_dict` reads it back equal."""
-        out = {k: getattr(self, k) for k in _FIELDS if k != "rows"}
-        out["rows"] = [{k: getattr(r, k) for k in _ROW_FIELDS if k != "images"}
+        them. :meth:`from_dict` reads it back equal. The dict shares nothing with the
+        trajectory."""
+        out = copy.deepcopy({k: getattr(self, k) for k in _FIELDS if k not in ("rows", "images")})
+        out["rows"] = [{k: list(getattr(r, k)) if k in _ROW_LISTS else getattr(r, k)
+                        for k in _ROW_FIELDS if k != "images"}
                        | {"images": [_image_json(i) for i in r.images]} for r in self.rows]
         out["images"] = [_image_json(i) for i in self.images]
         out["reward"] = self.reward  # for a reader that wants only the return
@@ -254,6 +257,7 @@ class Trajectory:
 _NOT_CARRIED = "multi_modal_data"
 _FIELDS = tuple(f.name for f in dataclasses.fields(Trajectory) if f.name != _NOT_CARRIED)
 _ROW_FIELDS = tuple(f.name for f in dataclasses.fields(TokenRow) if f.name != _NOT_CARRIED)
+_ROW_LISTS = ("prompt_ids", "completion_ids", "mask", "logprobs")
 
 
 def _image_json(image: Any) -> dict[str, str]:

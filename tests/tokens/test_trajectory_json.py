@@ -79,6 +79,17 @@ def test_every_field_survives_a_json_round_trip() -> None:
     assert back.reward == traj.reward == 1.5
 
 
+def test_the_dict_shares_nothing_with_the_trajectory() -> None:
+    traj = _full()
+    written = traj.to_dict()
+    written["rows"][0]["completion_ids"].append(9)
+    written["messages"][0]["content"][0]["text"] = "changed"
+    written["reward_parts"]["format"] = 9.0
+    assert traj.rows[0].completion_ids == [3, 4, 5]
+    assert traj.messages[0]["content"][0]["text"] == "Hi"
+    assert traj.reward_parts["format"] == 0.25
+
+
 def test_a_dict_that_is_no_trajectory_is_refused_by_name() -> None:
     with pytest.raises(ValueError, match=r"Trajectory\.to_dict"):
         Trajectory.from_dict({"rows": []})
