@@ -7,22 +7,22 @@ row's last turn. A driver plans how the record grows before anything changes
 (:meth:`RowEngine.follow`: the ids after a sampled turn that render the next messages,
 where the bridge proves them append-only; :meth:`RowEngine.restart`: the turn closed and a
 new row from a conversation; :meth:`RowEngine.closing`: the turn closed only) and, once
-nothing can raise, records it (:meth:`RowEngine.add_turn`, :meth:`RowEngine.grow`). ``TokenEnv``
-adds a turn and grows past it in one step; the gateway grows past the last turn when
-the next request arrives, then adds the new turn. An assistant turn is rendered by
-its family's :meth:`~ors_gym.families.Family.assistant_message` (:meth:`RowEngine.message`).
+nothing can raise, records it (:meth:`RowEngine.add_turn`, :meth:`RowEngine.grow`).
+``TokenEnv`` adds a turn and grows past it in one step; the gateway grows past the last
+turn when the next request arrives, then adds the new turn. An assistant turn is
+rendered by its family's :meth:`~ors_gym.families.Family.assistant_message`
+(:meth:`RowEngine.message`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ors_gym.actions import AssistantTurn
 from ors_gym.families import DEFAULT
 from ors_gym.tokens._vision import Pending, accept, extend_row, row_images
-from ors_gym.tokens.bridge import Bridge
+from ors_gym.tokens.bridge import Bridge, Messages, Tools
 from ors_gym.tokens.trajectory import TokenRow, Trajectory
 
 __all__ = ["Growth", "RowEngine", "Sampled"]
@@ -77,8 +77,7 @@ class RowEngine:
         """A turn sampled after the last row's ids (not yet added)."""
         return Sampled(self.trajectory.rows[-1].ids, list(ids), message)
 
-    def follow(self, turn: Sampled, new: Sequence[Mapping[str, Any]],
-               tools: list[dict[str, Any]]) -> Growth | None:
+    def follow(self, turn: Sampled, new: Messages, tools: Tools) -> Growth | None:
         """The ids after ``turn`` that render ``new``, appended to its row, where the
         bridge proves the row append-only; else None."""
         row = self.trajectory.rows[-1]
@@ -88,8 +87,7 @@ class RowEngine:
             return None
         return Growth(added, [dict(m) for m in new], pending)
 
-    def restart(self, turn: Sampled | None, history: Sequence[Mapping[str, Any]],
-                tools: list[dict[str, Any]]) -> Growth:
+    def restart(self, turn: Sampled | None, history: Messages, tools: Tools) -> Growth:
         """``turn`` closed (if any), then a new row read from ``history``."""
         tail = self.bridge.close(turn.ids) if turn is not None else []
         conversation = [dict(m) for m in history]
@@ -98,7 +96,7 @@ class RowEngine:
                       history=conversation, row_images=row_images(self.bridge, conversation))
 
     @staticmethod
-    def unrendered(history: Sequence[Mapping[str, Any]]) -> Growth:
+    def unrendered(history: Messages) -> Growth:
         """A new row with no ids, for ``history`` the bridge could not render."""
         conversation = [dict(m) for m in history]
         return Growth([], row=TokenRow(prompt_ids=[], first_message=len(conversation)),
