@@ -22,6 +22,7 @@ from ors_gym.families import (
 )
 from ors_gym.protocol import ReasoningBlock
 from ors_gym.tokens._vision import renderer_with_processor, renders_images
+from ors_gym.tokens.stops import cut_at_stop
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -128,8 +129,8 @@ class RenderersBridge:
         tells it whether the generation prompt opened the reasoning)."""
         fam = self.family
         if fam.read_text and fam.format is not None:
-            end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
-            text = self.tokenizer.decode(completion[:end], skip_special_tokens=False)
+            said = cut_at_stop(completion, self.stops, keep=False)
+            text = self.tokenizer.decode(said, skip_special_tokens=False)
             return parse_text(fam.format, str(text), tools)
         parsed = self.renderer.parse_response(
             list(completion), tools=tools or None, prompt_ids=list(prompt)
