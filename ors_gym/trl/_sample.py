@@ -11,8 +11,9 @@ does not compute.
 
 :class:`TrainerSampler` is that sampling as an :class:`ors_gym.sampling.TokenSampler`
 for the lockstep driver, which runs on the token batch's event loop in a thread of its
-own: each turn's call is handed to the trainer's thread (:func:`serve_while`), where
-the trainer's device and process group are set up, and awaited. Where vLLM serves
+own (so the loop keeps the sessions alive while the model samples): each turn's call
+is handed to the trainer's thread (:func:`serve_while`), whose CUDA device and model
+wrappers it was set up with, and awaited. Where vLLM serves
 several processes, each process samples as many prompts as it has episodes at every
 turn until no process has one running (vLLM gathers every process's prompts and
 hands back equal shares).
