@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 
-from ors_gym.sampling import Sample, SamplingError, SglangGenerate, TokenSampler, VllmCompletions
+from ors_gym.sampling import (
+    Sample,
+    SamplingError,
+    SglangGenerate,
+    TokenSampler,
+    VllmCompletions,
+    sample_all,
+)
 
 if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("trl") is None:
     pytest.skip("needs the trl extra: pip install 'ors-gym[trl]'", allow_module_level=True)
@@ -159,3 +166,85 @@ def test_bad_arguments_are_named() -> None:
     with pytest.raises(ValueError, match="model must name the served model"):
         VllmCompletions("http://127.0.0.1:1", "")
     assert isinstance(SglangGenerate("http://127.0.0.1:1"), TokenSampler)
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_sample_all_asks_for_every_prompt_at_once_each_with_its_budget(
+        tok: Any, shape: str) -> None:
+    """Two prompts held at the server together (its gate opens once both arrived): each
+    answer is its own prompt's, in the prompts' order, cut at its own budget."""
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    paris, tokyo = encode(tok, "Paris<|im_end|>"), encode(tok, "Tokyo is big<|im_end|>")
+    with TokenServer(tok, {"France": [paris], "Japan": [tokyo]}) as srv:
+        sampler = _samplers(srv.base_url)[0 if shape == "vllm" else 1]
+        srv.gate.clear()
+
+        async def go() -> list[Sample]:
+            async def release() -> None:
+                while srv.in_flight < 2:
+                    await asyncio.sleep(0.01)  # polls the server's count; no timing premise
+                srv.gate.set()
+
+            try:
+                got, _ = await asyncio.gather(
+                    sample_all(sampler, [_prompt(tok), _prompt(tok, "The capital of Japan?")],
+                               max_tokens=[32, 2], stop_token_ids=[end]),
+                    asyncio.wait_for(release(), 20.0))
+                return got
+            finally:
+                await sampler.aclose()
+
+        samples = asyncio.run(go())
+    assert [s.ids for s in samples] == [paris, tokyo[:2]]
+    assert [s.finish_reason for s in samples] == ["stop", "length"]
+    assert srv.max_in_flight == 2
+
+
+def test_sample_all_uses_a_samplers_own_batch_call_and_checks_its_answer() -> None:
+    class Batched:
+        def __init__(self, answers: int) -> None:
+            self.calls: list[tuple[list[list[int]], list[int]]] = []
+            self.answers = answers
+
+        async def sample(self, prompt_ids: Any, **_: Any) -> Sample:
+            raise AssertionError("sample_all asks a batch sampler once per turn")
+
+        async def sample_batch(self, prompts: Any, *, max_tokens: Any, **_: Any) -> list[Sample]:
+            self.calls.append(([list(p) for p in prompts], list(max_tokens)))
+            return [Sample([7], None, "length")] * self.answers
+
+        async def aclose(self) -> None:
+            return None
+
+    good = Batched(2)
+    got = asyncio.run(sample_all(good, [[1], [2, 3]], max_tokens=[4, 5]))
+    assert good.calls == [([[1], [2, 3]], [4, 5])] and len(got) == 2
+    with pytest.raises(SamplingError, match="answered 1 samples for 2 prompts"):
+        asyncio.run(sample_all(Batched(1), [[1], [2]], max_tokens=[4, 5]))
+    with pytest.raises(ValueError, match="max_tokens has 1 budgets for 2 prompts"):
+        asyncio.run(sample_all(good, [[1], [2]], max_tokens=[4]))
+    assert asyncio.run(sample_all(good, [], max_tokens=[])) == []
+
+
+def test_a_local_model_stops_at_the_first_stop_id_with_one_logprob_per_id(tok: Any) -> None:
+    """Greedy, so both runs sample the same ids: the run told to stop at the second sampled
+    id ends there ("stop"), with the first run's logprobs for the ids it kept."""
+    from ors_gym.sampling import TransformersSampler
+    from tests._tiny_lm import tiny_model
+
+    sampler = TransformersSampler(tiny_model(tok, seed=0), tok)
+    prompt = _prompt(tok)
+    never = [tok.pad_token_id]  # a stop id a greedy run of this model does not reach
+
+    async def go() -> tuple[Sample, Sample]:
+        free = await sampler.sample(prompt, max_tokens=4, stop_token_ids=never, temperature=0.0)
+        assert len(free.ids) == 4 and free.finish_reason == "length", free
+        cut = await sampler.sample(prompt, max_tokens=4, stop_token_ids=[free.ids[1]],
+                                   temperature=0.0)
+        await sampler.aclose()
+        return free, cut
+
+    free, cut = asyncio.run(go())
+    kept = free.ids[: free.ids.index(free.ids[1]) + 1]
+    assert cut.ids == kept and cut.finish_reason == "stop"
+    assert cut.logprobs == pytest.approx(free.logprobs[: len(kept)])

@@ -89,7 +89,7 @@ def _sampler(args: argparse.Namespace, tokenizer: Any, model: str) -> Any:
     if args.backend == "transformers":
         from transformers import AutoModelForCausalLM
 
-        from ors_gym.gateway import TransformersSampler
+        from ors_gym.sampling import TransformersSampler
 
         return TransformersSampler(AutoModelForCausalLM.from_pretrained(model), tokenizer)
     if not args.backend_url:

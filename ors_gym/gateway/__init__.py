@@ -11,8 +11,8 @@ given its ORS return when the session is closed with the episode's rewards.
 
 :class:`Gateway` (in-process), :class:`GatewayThread` / :func:`serve` (served by
 uvicorn), :func:`capture` (an ``OrsEnv`` whose hosted agent talks to the gateway),
-:func:`as_batch` (N sessions as a trainer batch), :class:`TransformersSampler` (a
-local model for small runs). Needs the ``gateway`` extra.
+:func:`as_batch` (N sessions as a trainer batch), and, for small runs,
+:class:`~ors_gym.sampling.TransformersSampler` (a local model). Needs the ``gateway`` extra.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from __future__ import annotations
 from ors_gym.gateway.attach import AsyncCaptureEpisodes, CaptureEpisodes, capture
 from ors_gym.gateway.errors import GatewayError
 from ors_gym.gateway.gateway import Gateway, SessionInfo
-from ors_gym.gateway.local import TransformersSampler
 from ors_gym.gateway.serve import GatewayThread, serve
 from ors_gym.gateway.trajectories import as_batch
+from ors_gym.sampling import TransformersSampler
 
 __all__ = [
     "AsyncCaptureEpisodes",

@@ -5,7 +5,7 @@
 ``rows(env_id)`` builds the dataset rows naming each task.
 ``generator_output(trajectories)`` batches token trajectories
 (``ors_gym.tokens``) as SkyRL's ``GeneratorOutput``, and ``generate(rows,
-tokenizer, sample, max_tokens=...)`` plays a generator's whole batch of rows at
+tokenizer, sampler, max_tokens=...)`` plays a generator's whole batch of rows at
 the token level over one ``AsyncTokenBatch``, for a custom generator.
 Needs the ``skyrl`` extra (``pip install 'ors-gym[skyrl]'``).
 """

@@ -2,32 +2,30 @@
 
 SkyRL's generator hands its prompts (here: dataset rows naming each task, as
 ``ors_gym.skyrl.rows`` builds them) to an inference engine turn by turn and returns
-a ``GeneratorOutput``. :func:`generate` plays that part for ORS environments: every
-row's episode is reset at once, each turn the running episodes' prompts go to
-``sample`` together, their steps run at once, and each finished episode's session
-is given back as it ends; the trajectories come back as ``generator_output``'s batch.
+a ``GeneratorOutput``. :func:`generate` plays that part for ORS environments with the
+lockstep driver: every row's episode is reset at once, each turn the running
+episodes' prompts go to the sampler together, their steps run at once, and each
+finished episode's session is given back as it ends; the trajectories come back as
+``generator_output``'s batch.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ors_gym.sampling import TokenSampler
 from ors_gym.skyrl._batch import generator_output
 from ors_gym.tokens import AsyncTokenBatch, EnvPool, is_processor
+from ors_gym.tokens._lockstep import run_lockstep
 
-__all__ = ["Sample", "generate"]
-
-#: ``sample(prompts, budgets)``: one completion per prompt, ``(ids, logprobs or None)``,
-#: at most ``budgets[i]`` ids, as a list or awaited (an inference engine's ``generate``).
-Sample = Callable[[list[list[int]], list[int]], Any]
+__all__ = ["generate"]
 
 
 async def generate(
     rows: Sequence[Mapping[str, Any]],
     tokenizer: Any,
-    sample: Sample,
+    sampler: TokenSampler,
     *,
     max_tokens: int,
     step_wise: bool = False,
@@ -35,9 +33,11 @@ async def generate(
     **token_kwargs: Any,
 ) -> dict[str, Any]:
     """Play one episode per dataset row (``env_id``, ``split``, ``index``, and optional
-    ``env_kwargs``) with ``sample`` and return SkyRL's ``GeneratorOutput`` fields.
+    ``env_kwargs``) with ``sampler`` and return SkyRL's ``GeneratorOutput`` fields.
 
-    ``max_tokens`` caps each episode's ids after its first prompt (SkyRL's
+    ``sampler``: an :class:`ors_gym.sampling.TokenSampler` over your inference engine
+    (each turn's prompts are asked for together: one ``sample_batch`` call where it has
+    one). ``max_tokens`` caps each episode's ids after its first prompt (SkyRL's
     ``max_generate_length``); ``token_kwargs`` are ``TokenEnv``'s (``renderer``,
     ``chat_template_kwargs``...). ``pool`` (default: the batch's own) lets
     several calls on one loop share connections and discovery.
@@ -50,20 +50,5 @@ async def generate(
         )
     async with AsyncTokenBatch(tokenizer, max_tokens=max_tokens, pool=pool,
                                **token_kwargs) as batch:
-        try:
-            prompts, _ = await batch.reset(list(rows))
-            ids = [list(p) for p in prompts]
-            while running := batch.running:
-                used = {k: len(batch.trajectories[k].completion_ids) for k in running}
-                sampled = sample([ids[k] for k in running],
-                                 [max(1, max_tokens - used[k]) for k in running])
-                if inspect.isawaitable(sampled):
-                    sampled = await sampled
-                actions: list[Any] = [None] * len(ids)
-                for k, (new, logprobs) in zip(running, sampled, strict=True):
-                    actions[k] = {"ids": list(new), "logprobs": logprobs}
-                observations, *_ = await batch.step(actions)
-                ids = [list(o) for o in observations]
-        finally:
-            await batch.end()
-        return generator_output(batch.trajectories, step_wise=step_wise)
+        trajectories = await run_lockstep(batch, rows, sampler)
+        return generator_output(trajectories, step_wise=step_wise)

@@ -54,7 +54,8 @@ class EndedEpisode:
 #: ``sample(turn)``: the turn's action (sampled ids, or ``{"ids", "logprobs",
 #: "policy_version"}``), awaited or not; None ends the episode with ``max_tokens`` (the
 #: sampler has no room left for it), and a stop reason (``stops.CONTEXT_OVERFLOW``...)
-#: ends it with that reason.
+#: ends it with that reason. Not a sampler itself: the model is asked through an
+#: :class:`ors_gym.sampling.TokenSampler` inside it (as the asynchronous worker's does).
 Sampler = Callable[[Turn], Awaitable[Any] | Any]
 
 

@@ -178,9 +178,8 @@ class TokenRecord:
 
     def _text(self, ids: list[int]) -> str:
         """The completion's text up to its end-of-turn token (what the model wrote)."""
-        stops: frozenset[int] = getattr(self.bridge, "stops", frozenset())
-        end = next((i for i, t in enumerate(ids) if t in stops), len(ids))
-        return str(self.tokenizer.decode(ids[:end], skip_special_tokens=False))
+        said = stops.cut_at_stop(ids, self.bridge.stops, keep=False)
+        return str(self.tokenizer.decode(said, skip_special_tokens=False))
 
     # -- step, after the env's ---------------------------------------------------------------
     def finish(

@@ -23,6 +23,7 @@ from ors_gym.families import (
 )
 from ors_gym.protocol import ReasoningBlock
 from ors_gym.tokens.bridge import Messages, Tools
+from ors_gym.tokens.stops import cut_at_stop
 
 __all__ = ["RenderersBridge", "renderers_lib"]
 
@@ -121,8 +122,8 @@ class RenderersBridge:
         tells it whether the generation prompt opened the reasoning)."""
         fam = self.family
         if fam.read_text and fam.format is not None:
-            end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
-            text = self.tokenizer.decode(completion[:end], skip_special_tokens=False)
+            said = cut_at_stop(completion, self.stops, keep=False)
+            text = self.tokenizer.decode(said, skip_special_tokens=False)
             return parse_text(fam.format, str(text), tools)
         parsed = self.renderer.parse_response(
             list(completion), tools=tools or None, prompt_ids=list(prompt)

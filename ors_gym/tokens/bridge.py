@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ors_gym.actions import AssistantTurn
 from ors_gym.families import DEFAULT, FORMATS, Family, WireFormat, family, parse_text, warn_once
+from ors_gym.tokens.stops import cut_at_stop
 
 __all__ = ["Bridge", "Messages", "TemplateBridge", "Tools"]
 
@@ -43,6 +44,8 @@ class Bridge(Protocol):
     name: str
     multimodal: bool
     family: Family
+    #: The ids a sampled turn ends on (what a sampler stops at; the end-of-sequence id too).
+    stops: frozenset[int]
 
     def prompt(self, messages: Messages, tools: Tools) -> list[int]:
         """The conversation's ids ending with the generation prompt (a row's start)."""
@@ -177,8 +180,8 @@ class TemplateBridge:
     def parse(
         self, prompt: list[int], completion: list[int], tools: list[dict[str, Any]]
     ) -> AssistantTurn:
-        end = next((i for i, t in enumerate(completion) if t in self.stops), len(completion))
-        text = str(self.tokenizer.decode(completion[:end], skip_special_tokens=False))
+        said = cut_at_stop(completion, self.stops, keep=False)
+        text = str(self.tokenizer.decode(said, skip_special_tokens=False))
         tail = str(self.tokenizer.decode(prompt[-4:], skip_special_tokens=False)).rstrip()
         return parse_text(self.format.name, text, tools,
                           reasoning_prefilled=tail.endswith("<think>"))

@@ -17,11 +17,14 @@ as non-answers). The maps give each trainer's name for every reason:
 - :data:`TRL`: TRL has no stop reasons; its notion is a *truncated* completion
   (no end-of-sequence, masked under ``mask_truncated_completions``) and a
   *failed* one (a ``None`` reward): ``"stop"``, ``"truncated"`` or ``"failed"``.
+
+:func:`cut_at_stop` cuts sampled ids at the first stop id (a bridge's ``stops``): the
+one place a completion's end is found in its ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 __all__ = [
@@ -40,6 +43,7 @@ __all__ = [
     "TRL",
     "TRUNCATIONS",
     "VERL",
+    "cut_at_stop",
     "from_failure",
     "from_step",
 ]
@@ -128,3 +132,12 @@ def from_failure(exc: BaseException) -> str:
     if isinstance(exc, OrsActionError):
         return PARSE_ERROR
     return TIMEOUT if isinstance(exc, OrsTimeoutError) else ENV_ERROR
+
+
+def cut_at_stop(ids: Sequence[int], stop_ids: Collection[int], *, keep: bool) -> list[int]:
+    """``ids`` up to their first stop id, that id included when ``keep`` (a sampled turn
+    as recorded) or not (the text the model wrote); all of them when none stops."""
+    for i, token in enumerate(ids):
+        if token in stop_ids:
+            return list(ids[: i + 1 if keep else i])
+    return list(ids)

@@ -3,8 +3,9 @@
 TRL calls a rollout function with the prompts of a batch (each row repeated
 ``num_generations`` times by its sampler) and the trainer. Each prompt names
 its task (``OrsSpec.train_dataset`` puts the env id and task index in the user
-turn); each becomes one episode of a ``TokenBatch``: all are reset at once,
-then all sample one turn in one batch and step at once, until every one has
+turn); each becomes one episode of a ``TokenBatch``, played by the lockstep
+driver: all are reset at once, then all sample one turn in one batch (the
+trainer's own sampling, ``_sample``) and step at once, until every one has
 ended or used up ``max_completion_length``. Every session is given back
 before the call returns. An episode the environment failed is handed to the
 trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None), and
@@ -18,16 +19,14 @@ sampler's logprobs.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.tokens import EpisodeRow, stops
-from ors_gym.trl._sample import lockstep, more_anywhere, sample, tokenizer_of
+from ors_gym.tokens._lockstep import run_lockstep
+from ors_gym.trl._sample import TrainerSampler, serve_while, tokenizer_of
 
 __all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]
-
-logger = logging.getLogger("ors_gym")
 
 #: Keys of a dataset prompt's user turn naming its task.
 TASK_ENV, TASK_INDEX = "ors_env_id", "ors_task_index"
@@ -144,49 +143,23 @@ def _context_length(trainer: Any) -> int | None:
 
 
 def _run(batch: Any, rows: list[EpisodeRow], trainer: Any, limit: int) -> list[Any]:
-    """Reset every episode at once, then sample one turn for all running ones and step
-    them at once, until none runs; every session is given back before returning. An
-    episode whose first prompt leaves the model no room for one sampled id ends at once
-    with ``context_overflow`` (never sampled)."""
-    try:
-        first, _ = batch.reset(rows)
-        ids = [list(p) for p in first]
-        trajectories = batch.trajectories
-        longest = _context_length(trainer)
-        if longest is not None:
-            over = [i for i in batch.running if len(ids[i]) >= longest]
-            if over:
-                logger.warning(
-                    "%d of %d episodes' first prompts (%s tokens) leave no room under the "
-                    "model's %d: they end with context_overflow and are not trained on",
-                    len(over), len(rows), sorted({len(ids[i]) for i in over}), longest)
-                batch.end(stops.CONTEXT_OVERFLOW, episodes=over)
-        running = batch.running
-        together = lockstep(trainer)
-        while True:
-            # every row counts, so an episode whose template keeps starting rows still ends
-            used = {i: sum(len(r.completion_ids) for r in trajectories[i].rows)
-                    for i in running}
-            running = [i for i in running if used[i] < limit]
-            if together:
-                # vLLM gathers every process's prompts and slices its answer by equal shares:
-                # every process sends all its episodes until none runs anywhere
-                if not more_anywhere(trainer, bool(running)):
-                    break
-                sent = list(range(len(rows)))
-            elif running:
-                sent = running
-            else:
-                break
-            budgets = [max(1, limit - used[i]) if i in running else 1 for i in sent]
-            sampled = sample(trainer, [ids[i] for i in sent], budgets)
-            actions: list[Any] = [None] * len(rows)
-            for i, (new, logprobs) in zip(sent, sampled, strict=True):
-                if i in running:
-                    actions[i] = {"ids": new, "logprobs": logprobs}
-            obs, *_ = batch.step(actions)
-            ids = [list(o) for o in obs]
-            running = batch.running
-    finally:
-        batch.end(stops.MAX_TOKENS)  # what still runs has used its budget
-    return trajectories
+    """The lockstep driver over ``batch`` with the trainer's sampling (run on this, the
+    trainer's, thread); every session is given back before returning. ``limit`` counts
+    every row's sampled ids, so an episode whose template keeps starting rows still
+    ends. An episode whose first prompt leaves the model no room for one sampled id
+    ends at once with ``context_overflow`` (never sampled)."""
+    longest = _context_length(trainer)
+    sampler: TrainerSampler | None = None
+
+    def driver(submit: Any) -> Any:
+        nonlocal sampler
+        sampler = TrainerSampler(trainer, len(rows), submit)
+        return run_lockstep(
+            batch.batch, rows, sampler, max_tokens=limit, budget="episode",
+            max_prompt=None if longest is None else longest - 1,
+            max_prompt_name="the model's length less one sampled id")
+
+    trajectories = serve_while(batch.runtime.run, driver)
+    assert sampler is not None
+    sampler.finish()
+    return list(trajectories)

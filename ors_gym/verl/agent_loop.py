@@ -5,9 +5,10 @@ veRL makes one agent loop per sample and awaits ``run(sampling_params,
 ``split``, ``index``...) as a token batch of one, over the worker's shared
 backends (``ors_gym.tokens.shared_pool()``: one per environment on the
 worker's event loop, so a sample opens no connection and repeats no tool
-discovery) and one bridge per tokenizer, asks veRL's server manager
-for each completion from the token sequence so far, and hands the sampled ids
-and logprobs to the env verbatim. The env's tokens (tool results, template
+discovery) and one bridge per tokenizer, and plays it with the lockstep driver
+(``ors_gym.tokens._lockstep``), veRL's server manager as its sampler: each
+completion is asked for from the token sequence so far, and the sampled ids and
+logprobs go to the env verbatim. The env's tokens (tool results, template
 tags) come back with mask 0; the reward is the env's own grade, so veRL's
 reward function is not called for these samples.
 """
@@ -15,12 +16,16 @@ reward function is not called for these samples.
 from __future__ import annotations
 
 import logging
+import time
 import weakref
+from collections.abc import Sequence
 from typing import Any
 from uuid import uuid4
 
 from ors_gym.errors import OrsDependencyError
-from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, make_bridge, shared_pool, stops
+from ors_gym.sampling import FinishReason, Sample
+from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, make_bridge, shared_pool
+from ors_gym.tokens._lockstep import run_lockstep
 from ors_gym.verl._output import agent_loop_output
 
 try:
@@ -64,39 +69,18 @@ class OrsAgentLoop(AgentLoopBase):
         batch = AsyncTokenBatch(self.tokenizer,
                                 renderer=_bridge(self.tokenizer, template, processor),
                                 max_tokens=self.response_length, pool=shared_pool())
-        metrics: dict[str, Any] = {}
-        preempted: list[int] = []
         # one id per episode: the server routes its turns to one replica, keeping its prefix cache
         full_determinism = getattr(self.rollout_config, "full_determinism", False)
         request_id = f"det-{int(priority)}" if full_determinism else uuid4().hex
+        sampler = _ServerSampler(self.server_manager, request_id, sampling_params,
+                                 batch if processor else None)
         try:
-            (ids,), _ = await batch.reset([row])
-            (trajectory,) = batch.trajectories
-            if not trajectory.done and len(ids) > self.prompt_length:
-                # this sample only: ended (its session given back), masked, reward 0
-                logger.warning(
-                    "the task's prompt of %s (%s) is %d tokens, over rollout.prompt_length="
-                    "%d: the sample ends with context_overflow and is not trained on; raise "
-                    "prompt_length", row.env_id, row.options, len(ids), self.prompt_length)
-                await batch.end(stops.CONTEXT_OVERFLOW)
-            while not trajectory.done:
-                left = self.response_length - len(trajectory.completion_ids)
-                params = {**sampling_params, "max_tokens": max(1, left)}
-                images = {"image_data": trajectory.rows[-1].images} if processor else {}
-                with simple_timer("generate_sequences", metrics):
-                    out = await self.server_manager.generate(
-                        request_id=request_id, prompt_ids=ids, sampling_params=params, **images
-                    )
-                if out.num_preempted is not None:
-                    preempted.append(int(out.num_preempted))
-                action: Any = list(out.token_ids)
-                if out.log_probs:
-                    action = {"ids": action, "logprobs": list(out.log_probs)}
-                with simple_timer("tool_calls", metrics):
-                    (ids,), *_ = await batch.step([action])
+            (trajectory,) = await run_lockstep(
+                batch, [row], sampler, max_prompt=self.prompt_length,
+                max_prompt_name="rollout.prompt_length")
+            metrics = sampler.metrics()
         finally:
             await batch.close()  # the session, if still open; the shared backends stay
-        metrics["num_preempted"] = sum(preempted) if preempted else -1  # -1: not reported
         if trajectory.step_wise:
             logger.warning(
                 "%s: the chat template rewrote the history, so only the episode's last token "
@@ -105,6 +89,52 @@ class OrsAgentLoop(AgentLoopBase):
             )
         return agent_loop_output(trajectory, response_length=self.response_length,
                                  prompt_length=self.prompt_length, metrics=metrics)
+
+
+class _ServerSampler:
+    """veRL's server manager as a ``TokenSampler`` for one sample's episode: its request id
+    and sampling parameters, the row's images for a vision model (``batch``: the episode's
+    batch of one), and the loop's timings (``generate_sequences``; ``tool_calls``, the
+    time between a completion's return and the next request or the end)."""
+
+    def __init__(self, server: Any, request_id: str, params: dict[str, Any],
+                 batch: AsyncTokenBatch | None) -> None:
+        self.server, self.request_id, self.params, self.batch = server, request_id, params, batch
+        self.timings: dict[str, Any] = {}
+        self.preempted: list[int] = []
+        self._returned: float | None = None
+
+    async def sample(self, prompt_ids: Sequence[int], *, max_tokens: int,
+                     stop_token_ids: Sequence[int] = (), temperature: float = 1.0,
+                     top_p: float = 1.0, logprobs: bool = True) -> Sample:
+        self._tools_since_return()
+        params = {**self.params, "max_tokens": max(1, max_tokens)}  # veRL's own sampling
+        images = {"image_data": self.batch.trajectories[0].rows[-1].images} if self.batch else {}
+        with simple_timer("generate_sequences", self.timings):
+            out = await self.server.generate(request_id=self.request_id,
+                                             prompt_ids=list(prompt_ids),
+                                             sampling_params=params, **images)
+        self._returned = time.perf_counter()
+        if out.num_preempted is not None:
+            self.preempted.append(int(out.num_preempted))
+        ids = list(out.token_ids)
+        finish: FinishReason = "stop" if ids and ids[-1] in stop_token_ids else "length"
+        return Sample(ids, list(out.log_probs) if out.log_probs else None, finish)
+
+    async def aclose(self) -> None:
+        return None
+
+    def metrics(self) -> dict[str, Any]:
+        """The loop's metrics for ``AgentLoopMetrics`` (``num_preempted`` -1: not reported)."""
+        self._tools_since_return()
+        return {**self.timings,
+                "num_preempted": sum(self.preempted) if self.preempted else -1}
+
+    def _tools_since_return(self) -> None:
+        if self._returned is not None:
+            spent = time.perf_counter() - self._returned
+            self.timings["tool_calls"] = self.timings.get("tool_calls", 0.0) + spent
+            self._returned = None
 
 
 #: One bridge per tokenizer and template arguments, shared by the worker's samples.

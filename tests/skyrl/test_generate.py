@@ -18,6 +18,7 @@ pytest.importorskip("trl")  # tests/_tiny_lm.py takes TRL's Qwen3 chat template
 
 from _tiny_lm import answer_text, encode, tiny_tokenizer, tool_call_text
 
+from ors_gym.sampling import Sample
 from ors_gym.skyrl import generate, rows
 from ors_gym.tokens import EnvPool, EpisodeRow
 
@@ -35,19 +36,29 @@ def test_a_batch_of_rows_is_played_at_once_and_given_back(server_url: str) -> No
     turns: dict[str, list[str]] = {k: list(v) for k, v in scripts.items()}
     asked: list[int] = []
 
-    def sample(prompts: list[list[int]], budgets: list[int]) -> list[Any]:
-        asked.append(len(prompts))  # the running episodes' prompts, together
-        out = []
-        for prompt in prompts:
-            key = next(k for k in turns if k in tok.decode(prompt))
-            ids = [*encode(tok, turns[key].pop(0)), tok.eos_token_id]
-            out.append((ids, [-0.5] * len(ids)))
-        return out
+    class Engine:  # a TokenSampler over a stand-in engine that samples a turn's prompts at once
+        async def sample_batch(self, prompts: list[list[int]], *, max_tokens: list[int],
+                               **params: Any) -> list[Sample]:
+            asked.append(len(prompts))  # the running episodes' prompts, together
+            assert all(0 < m <= 256 for m in max_tokens)
+            assert tok.eos_token_id in params["stop_token_ids"]  # the bridge's stop ids
+            out = []
+            for prompt in prompts:
+                key = next(k for k in turns if k in tok.decode(prompt))
+                ids = [*encode(tok, turns[key].pop(0)), tok.eos_token_id]
+                out.append(Sample(ids, [-0.5] * len(ids), "stop"))
+            return out
+
+        async def sample(self, prompt_ids: list[int], **params: Any) -> Sample:
+            raise AssertionError("the lockstep driver asks for a turn's prompts together")
+
+        async def aclose(self) -> None:
+            return None
 
     async def run() -> tuple[dict[str, Any], EnvPool]:
         backends = EnvPool()
         try:
-            return await generate(batch_rows, tok, sample, max_tokens=256,
+            return await generate(batch_rows, tok, Engine(), max_tokens=256,
                                   pool=backends), backends
         finally:
             opened = [backends.env(EpisodeRow.from_row(r)).backend.open_sessions

@@ -221,6 +221,7 @@ class Brittle:
         self.inner, self.tok = TemplateBridge(tok), tok
         self.at_prompt, self.at_extend = at_prompt, at_extend
         self.name, self.multimodal, self.family = "brittle", False, self.inner.family
+        self.stops = self.inner.stops
 
     def prompt(self, messages: Any, tools: Any) -> list[int]:
         if any(self.at_prompt in str(m.get("content")) for m in messages):

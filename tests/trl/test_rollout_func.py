@@ -245,6 +245,62 @@ def test_a_first_prompt_over_the_models_length_ends_that_episode_only() -> None:
     assert [len(p) for p in asked] == [lengths[1]]  # only QA's prompt reached the sampler
 
 
+def test_with_vllm_over_two_processes_each_turn_sends_every_episode_until_none_runs_anywhere(
+) -> None:
+    """vLLM gathers every process's prompts and hands back equal shares, so each process
+    sends as many prompts as it has episodes at every turn until no process has one
+    running. Here QA ends after turn 1 and Counter after turn 2, and the other process
+    (its flags given by the stand-in accelerator's ``gather``) runs three turns: turn 2
+    pads Counter's prompt with a filler, and one filler-only turn follows."""
+    from types import SimpleNamespace
+
+    import torch
+    from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+
+    tok = tiny_tokenizer()
+    end = [tok.eos_token_id]
+    paris = [*encode(tok, ANSWERS[0]), *end]
+    increment = [*encode(tok, tool_call_text("increment", {"amount": 1})), *end]
+    done = [*encode(tok, tool_call_text("done", {})), *end]
+    filler = [tok.pad_token_id]
+    calls: list[tuple[list[list[int]], int]] = []
+    counter_turns = iter([increment, done])
+
+    class Generation:
+        max_completion_length = 64
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            calls.append((prompts, self.max_completion_length))
+            out = [end if p == filler else paris if "France" in tok.decode(p)
+                   else next(counter_turns) for p in prompts]
+            return prompts, out, [[[-0.5]] * len(ids) for ids in out], None
+
+    other = iter([1, 1, 1, 0])  # the other process: running at its first three gathers
+    sent: list[int] = []
+
+    def gather(flag: Any) -> Any:
+        sent.append(int(flag.item()))
+        return torch.tensor([int(flag.item()), next(other)])
+
+    trainer = SimpleNamespace(
+        use_vllm=True, vllm_generation=Generation(), processing_class=tok,
+        accelerator=SimpleNamespace(num_processes=2, device="cpu", gather=gather),
+        args=SimpleNamespace(max_completion_length=64, chat_template_kwargs=None))
+    spec = OrsSpec([QA, COUNTER])
+    prompts = [[{"role": "user", "content": "", "ors_env_id": e, "ors_task_index": 0}]
+               for e in (QA, COUNTER)]
+    try:
+        out = spec.rollout_func(prompts, trainer)
+    finally:
+        spec.rollout_func.close()  # type: ignore[attr-defined]
+    assert [t.stop_reason for t in out["ors_trajectory"]] == ["completed", "env_ended"]
+    assert sent == [1, 1, 0, 0]  # running at turns 1 and 2; then until the other is done
+    assert [len(p) for p, _ in calls] == [2, 2, 2]  # as many prompts as episodes, each turn
+    assert calls[1][0][1] == filler and calls[2][0] == [filler, filler]
+    assert calls[2][1] == 1  # a filler-only turn asks for one id
+
+
 # -- a real GRPOTrainer run ---------------------------------------------------------------------
 
 

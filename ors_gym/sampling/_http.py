@@ -1,13 +1,11 @@
-"""Token-in/token-out sampling: a prompt's ids to an inference server, its completion's ids back.
+"""Inference servers as token samplers: vLLM's ``/v1/completions`` and SGLang's ``/generate``.
 
-A token episode (``ors_gym.tokens``) keeps the exact ids the policy sampled, so whoever
-drives one needs a sampler that takes ids and answers ids with their logprobs, never
-text. ``TokenSampler`` is that contract; ``VllmCompletions`` speaks vLLM's
-``/v1/completions`` (the prompt as a list of ids, ``return_token_ids``), as TRL's
-asynchronous rollout worker does, and ``SglangGenerate`` speaks SGLang's native
-``/generate`` (``input_ids``, ``return_logprob``). Both bound the requests in flight
-with a semaphore over one ``httpx.AsyncClient``, decode nothing (special tokens kept)
-and raise ``SamplingError`` naming the endpoint and the status on a refusal.
+``VllmCompletions`` speaks vLLM's ``/v1/completions`` (the prompt as a list of ids,
+``return_token_ids``), as TRL's asynchronous rollout worker does, and
+``SglangGenerate`` speaks SGLang's native ``/generate`` (``input_ids``,
+``return_logprob``). Both bound the requests in flight with a semaphore over one
+``httpx.AsyncClient``, decode nothing (special tokens kept) and raise
+``SamplingError`` naming the endpoint and the status on a refusal.
 
 Retries: a request is resent only when it never reached the server (the connection
 was refused or could not be opened), with a WARNING each time. Sampling has no side
@@ -21,43 +19,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any
 
 import httpx
 
+from ors_gym.sampling._protocol import FinishReason, Sample, SamplingError
+
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["Sample", "SamplingError", "SglangGenerate", "TokenSampler", "VllmCompletions"]
+__all__ = ["SglangGenerate", "VllmCompletions"]
 
-FinishReason = Literal["stop", "length", "abort"]
 #: Attempts for a request whose connection could not be opened (never sent).
 _CONNECT_ATTEMPTS = 4
 _BACKOFF_S = 0.05
-
-
-@dataclass(frozen=True)
-class Sample:
-    """One completion: its ids verbatim, their logprobs when asked, why it ended."""
-
-    ids: list[int]
-    logprobs: list[float] | None
-    finish_reason: FinishReason
-
-
-class SamplingError(RuntimeError):
-    """An inference server refused a request or answered something unreadable."""
-
-
-@runtime_checkable
-class TokenSampler(Protocol):
-    """Samples one completion for a prompt given as ids; what a token worker drives."""
-
-    async def sample(self, prompt_ids: Sequence[int], *, max_tokens: int,
-                     stop_token_ids: Sequence[int] = (), temperature: float = 1.0,
-                     top_p: float = 1.0, logprobs: bool = True) -> Sample: ...
-
-    async def aclose(self) -> None: ...
 
 
 class _HttpSampler:

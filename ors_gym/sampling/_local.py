@@ -12,7 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ors_gym.sampling import FinishReason, Sample
+from ors_gym.sampling._protocol import FinishReason, Sample
 
 __all__ = ["TransformersSampler"]
 
@@ -39,6 +39,8 @@ class TransformersSampler:
                   temperature: float, top_p: float, want_logprobs: bool) -> Sample:
         import torch
 
+        from ors_gym.tokens.stops import cut_at_stop
+
         eos = stops or [self.tokenizer.eos_token_id]
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else eos[0]
         sampled = temperature > 0
@@ -53,8 +55,7 @@ class TransformersSampler:
                 max_new_tokens=max_tokens, eos_token_id=eos, pad_token_id=pad,
                 output_scores=True, return_dict_in_generate=True, **kwargs)
         ids = [int(t) for t in out.sequences[0, len(prompt):].tolist()]
-        if any(t in eos for t in ids):  # generate pads after the end; cut there
-            ids = ids[: next(i for i, t in enumerate(ids) if t in eos) + 1]
+        ids = cut_at_stop(ids, eos, keep=True)  # generate pads after the end
         lps: list[float] | None = None
         if want_logprobs:
             lps = [float(torch.log_softmax(out.scores[i][0].float(), dim=-1)[t])
