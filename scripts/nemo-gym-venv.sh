@@ -63,6 +63,7 @@ case "$MODE" in
   --test)
     export OPENREWARD_DISABLE_UPDATE_CHECK=1
     export PYTHONPATH="$(pwd -P)${PYTHONPATH:+:$PYTHONPATH}"
-    exec "$PY" -m pytest -q -p no:cacheprovider tests/nemo_gym "$@" ;;
+    exec "$PY" -m pytest -q -p no:cacheprovider -o asyncio_default_fixture_loop_scope=function \
+      tests/nemo_gym "$@" ;;
   *) echo "nemo-gym-venv.sh: unknown mode '$MODE': use --test, --lock or nothing" >&2; exit 2 ;;
 esac
