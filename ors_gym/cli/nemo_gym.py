@@ -49,6 +49,8 @@ def add_parser(subparsers: Subparsers) -> None:
                          help="the tasks' split (default: the environment's default split)")
     dataset.add_argument("--limit", type=int_type("--limit", 0), metavar="N",
                          help="the first N tasks only")
+    dataset.add_argument("--agent", metavar="NAME",
+                         help="the NeMo Gym agent each row names (its agent_ref)")
     dataset.add_argument("-o", "--out", required=True, metavar="FILE",
                          help="the JSON Lines file to write")
     dataset.set_defaults(handler=_dataset)
@@ -72,7 +74,7 @@ def _dataset(args: argparse.Namespace) -> int:
         raise UsageError("name the environment: a registered id such as ors/Counter-v0, or "
                          "--base-url URL (with --env-name NAME) for an ORS server")
     try:
-        rows = dataset_rows(args.env, split=args.split, limit=args.limit,
+        rows = dataset_rows(args.env, split=args.split, limit=args.limit, agent=args.agent,
                             **{k: v for k, v in where.items() if v is not None})
     except (ValueError, TypeError) as exc:
         if isinstance(exc, OrsError):

@@ -35,18 +35,24 @@ def root() -> Path:
 
 
 def dataset_rows(env_id: str = "ors/Remote-v0", *, split: str | None = None,
-                 limit: int | None = None, **make_kwargs: Any) -> list[dict[str, Any]]:
+                 limit: int | None = None, agent: str | None = None,
+                 **make_kwargs: Any) -> list[dict[str, Any]]:
     """One NeMo Gym row per task of ``split`` (the environment's default split when None),
     the first ``limit`` tasks when given. ``env_id`` and ``make_kwargs`` name the
-    environment as ``gymnasium.make`` does (``base_url=``, ``env_name=``...)."""
+    environment as ``gymnasium.make`` does (``base_url=``, ``env_name=``...). ``agent``:
+    the NeMo Gym agent each row names (``agent_ref``, which NeMo-RL routes rows by)."""
     if limit is not None and limit < 0:
         raise ValueError(f"limit must be a count of tasks (0 or more), got {limit}")
     runtime = Runtime("ors-nemo-gym-rows")
     pool = EnvPool(on_error="raise")
     try:
-        return runtime.run(_rows(pool, EpisodeRow(env_id, dict(make_kwargs)), split, limit))
+        rows = runtime.run(_rows(pool, EpisodeRow(env_id, dict(make_kwargs)), split, limit))
     finally:
         runtime.close(pool.aclose())
+    if agent is not None:
+        for row in rows:
+            row["agent_ref"] = {"type": "responses_api_agents", "name": agent}
+    return rows
 
 
 async def _rows(pool: EnvPool, row: EpisodeRow, split: str | None,

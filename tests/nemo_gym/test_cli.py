@@ -30,7 +30,7 @@ def test_dataset_writes_a_row_per_task_with_the_terminal_tool_hidden(
 ) -> None:
     out = tmp_path / "rows.jsonl"
     argv = ["nemo-gym", "dataset", "ors/Counter-v0", "--split", "train", "--limit", "3",
-            "-o", str(out)]
+            "--agent", "ors_simple_agent", "-o", str(out)]
     assert main(argv) == 0
     assert "wrote 3 rows" in capsys.readouterr().err
     rows = [json.loads(line) for line in out.read_text().splitlines()]
@@ -42,6 +42,7 @@ def test_dataset_writes_a_row_per_task_with_the_terminal_tool_hidden(
         names = {tool["name"] for tool in params.tools}
         assert names == {"increment", "decrement"}  # done, the terminal tool, is hidden
         assert "Make it equal" in params.input[0].content
+        assert row["agent_ref"] == {"type": "responses_api_agents", "name": "ors_simple_agent"}
 
 
 def test_dataset_refuses_a_command_naming_no_environment(
