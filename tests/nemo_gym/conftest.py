@@ -25,24 +25,15 @@ def ors_url() -> Iterator[str]:
 
 @pytest.fixture
 def make_server() -> Iterator[Callable[..., Any]]:
-    """``make_server(**config)``: an ``OrsResourcesServer`` (config fields as keywords);
-    every one made is closed after the test."""
-    from nemo_gym.config_types import BaseServerConfig
-    from nemo_gym.server_utils import ServerClient
-    from omegaconf import OmegaConf
+    """``make_server(**config)``: ``resources_server(**config)``; every one made is closed
+    after the test."""
+    from _serve import resources_server
 
-    from ors_gym.nemo_gym import OrsResourcesServer, OrsResourcesServerConfig
+    made: list[Any] = []
 
-    made: list[OrsResourcesServer] = []
-
-    def factory(**config: Any) -> OrsResourcesServer:
-        cfg = OrsResourcesServerConfig(host="127.0.0.1", port=0, entrypoint="app.py",
-                                       name="ors", **config)
-        client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0),
-                              global_config_dict=OmegaConf.create({}))
-        server = OrsResourcesServer(config=cfg, server_client=client)
-        made.append(server)
-        return server
+    def factory(**config: Any) -> Any:
+        made.append(resources_server(**config))
+        return made[-1]
 
     yield factory
     for server in made:

@@ -1,10 +1,12 @@
 """Rollouts by NeMo Gym's own agent (``simple_agent``) over rows from ``ors-gym nemo-gym
-dataset``, against a stand-in model server: the rewards NeMo Gym records are the ones an
+dataset``, against a stand-in model server, through the agent's legacy ``/run`` and through
+0.7.0's single-agent-turn Environment Server: the rewards NeMo Gym records are the ones an
 ``OrsEnv`` replay of the same actions gives, and no ORS session is left open.
 
-The three servers run as NeMo Gym runs them, each its own app under uvicorn on 127.0.0.1,
-found through one global config by NeMo Gym's ``ServerClient``: the ORS resources server,
-the agent (whose ``/run`` seeds, asks the model, calls the tools and verifies), and the
+The servers run as NeMo Gym runs them, each its own app under uvicorn on 127.0.0.1, found
+through one global config by NeMo Gym's ``ServerClient``: the ORS resources server, the
+agent (whose ``/run`` seeds, asks the model, calls the tools and verifies), the
+Environment Server (typed seed, an agent session granted the tools, verify, close) and the
 model. The model is the one stand-in: no language model runs here, so a scripted policy
 answers each Responses request (``add`` until the target, then an answer, right for even
 targets and wrong for odd ones). NeMo Gym's collection command (``gym eval run``) needs
@@ -17,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +34,13 @@ pytest.importorskip(
 
 import httpx
 from _envs import Graded
+from _serve import Servers, resources_server
+from environment_servers.single_agent_turn.app import (
+    SingleAgentTurnEnvironmentServer,
+    SingleAgentTurnEnvironmentServerConfig,
+)
 from fastapi import FastAPI
-from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.config_types import AgentServerRef, BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 from responses_api_agents.simple_agent.app import (
@@ -43,10 +51,8 @@ from responses_api_agents.simple_agent.app import (
 )
 
 from ors_gym import OrsEnv
-from ors_gym._uvicorn import UvicornThread
 from ors_gym.cli import main
-
-MakeServer = Callable[..., Any]
+from ors_gym.nemo_gym import dataset_rows
 
 
 def stand_in_model() -> FastAPI:
@@ -55,6 +61,7 @@ def stand_in_model() -> FastAPI:
     counter = iter(range(1_000_000))
 
     @app.post("/v1/responses")
+    @app.post("/ng-rollout/{rollout_id}/v1/responses")  # an Environment Server's episodes
     async def responses(body: dict[str, Any]) -> dict[str, Any]:
         items = body["input"]
         prompt = next(i["content"] for i in items if i.get("role") == "user")
@@ -77,17 +84,16 @@ def stand_in_model() -> FastAPI:
     return app
 
 
-@pytest.fixture
-def agent_url(ors_url: str, make_server: MakeServer,
-              monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """NeMo Gym's simple agent, over the ORS resources server (Graded) and the stand-in."""
-    # NeMo Gym's launcher hands each server it starts the global config in this variable;
-    # its HTTP client reads its settings there (here: the defaults).
-    monkeypatch.setenv("NEMO_GYM_CONFIG_DICT", "{}")
+@pytest.fixture(scope="module")
+def stack(ors_url: str) -> Iterator[dict[str, str]]:
+    """The servers' URLs by name: the ORS resources server (Graded, over HTTP), the
+    stand-in model, NeMo Gym's simple agent over both (``ors_simple_agent``), and 0.7.0's
+    single-agent-turn Environment Server over the agent and the resources server
+    (``ors_episodes``), found by NeMo Gym's ``ServerClient`` through one global config."""
     config = OmegaConf.create({})
     client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=0),
                           global_config_dict=config)
-    resources = make_server(base_url=ors_url, env_name="graded").setup_webserver()
+    resources = resources_server(client, base_url=ors_url, env_name="graded")
     agent = SimpleAgent(
         config=SimpleAgentConfig(
             host="127.0.0.1", port=0, entrypoint="app.py", name="ors_simple_agent",
@@ -95,15 +101,34 @@ def agent_url(ors_url: str, make_server: MakeServer,
             model_server=ModelServerRef(type="responses_api_models", name="policy_model"),
             resources_server=ResourcesServerRef(type="resources_servers", name="ors")),
         server_client=client)
-    with UvicornThread(resources, name="ors", what="resources server") as ors, \
-            UvicornThread(stand_in_model(), name="model", what="model server") as model, \
-            UvicornThread(agent.setup_webserver(), name="agent", what="agent") as served:
-        for name, kind, url in (("ors", "resources_servers", ors.url),
-                                ("policy_model", "responses_api_models", model.url),
-                                ("ors_simple_agent", "responses_api_agents", served.url)):
-            host, port = url.removeprefix("http://").split(":")
-            config[name] = {kind: {name: {"host": host, "port": int(port)}}}
-        yield served.url
+    environment = SingleAgentTurnEnvironmentServer(
+        config=SingleAgentTurnEnvironmentServerConfig(
+            host="127.0.0.1", port=0, entrypoint="app.py", name="ors_episodes",
+            cleanup_timeout_seconds=30, resources_tool_transports=["direct_http"],
+            resources_server=ResourcesServerRef(type="resources_servers", name="ors"),
+            agent_server=AgentServerRef(type="responses_api_agents", name="ors_simple_agent")),
+        server_client=client)
+    kinds = {"ors": "resources_servers", "policy_model": "responses_api_models",
+             "ors_simple_agent": "responses_api_agents", "ors_episodes": "environment_servers"}
+    apps = {"ors": resources.setup_webserver(), "policy_model": stand_in_model(),
+            "ors_simple_agent": agent.setup_webserver(),
+            "ors_episodes": environment.setup_webserver()}
+    # NeMo Gym's launcher hands each server it starts the global config in this variable;
+    # its HTTP client reads its settings there (here: the defaults).
+    saved = os.environ.get("NEMO_GYM_CONFIG_DICT")
+    os.environ["NEMO_GYM_CONFIG_DICT"] = "{}"
+    try:
+        with Servers(apps) as served:
+            for name, url in served.urls.items():
+                host, port = url.removeprefix("http://").split(":")
+                config[name] = {kinds[name]: {name: {"host": host, "port": int(port)}}}
+            yield served.urls
+    finally:
+        resources.close()
+        if saved is None:
+            os.environ.pop("NEMO_GYM_CONFIG_DICT", None)
+        else:
+            os.environ["NEMO_GYM_CONFIG_DICT"] = saved
 
 
 def replay(ors_url: str, row: dict[str, Any], output: list[dict[str, Any]]) -> float:
@@ -125,7 +150,7 @@ def replay(ors_url: str, row: dict[str, Any], output: list[dict[str, Any]]) -> f
 
 
 def test_simple_agent_rollouts_earn_the_environment_s_own_rewards(
-    ors_url: str, agent_url: str, tmp_path: Path,
+    ors_url: str, stack: dict[str, str], tmp_path: Path,
 ) -> None:
     path = tmp_path / "rows.jsonl"
     assert main(["nemo-gym", "dataset", "--base-url", ors_url, "--env-name", "graded",
@@ -134,7 +159,7 @@ def test_simple_agent_rollouts_earn_the_environment_s_own_rewards(
     assert [row["ors_index"] for row in rows] == [0, 1, 2, 3]
 
     async def collect() -> list[dict[str, Any]]:
-        async with httpx.AsyncClient(base_url=agent_url, timeout=120) as client:
+        async with httpx.AsyncClient(base_url=stack["ors_simple_agent"], timeout=120) as client:
             async def run(row: dict[str, Any]) -> dict[str, Any]:
                 reply = await client.post("/run", json=row)
                 assert reply.status_code == 200, reply.text
@@ -149,3 +174,31 @@ def test_simple_agent_rollouts_earn_the_environment_s_own_rewards(
         assert result["reward"] == replay(ors_url, row, result["response"]["output"])
         assert result["reward_components"]["effort"] == 0.25 * (row["ors_index"] + 2)
     assert Graded.live == 0  # every rollout's ORS session was released
+
+
+def test_an_environment_server_runs_typed_episodes_and_closes_them(
+    ors_url: str, stack: dict[str, str],
+) -> None:
+    """0.7.0's single-agent-turn Environment Server: a typed seed, the agent's session granted
+    direct HTTP access to the tools, verify, then close_session."""
+    rows = dataset_rows(base_url=ors_url, env_name="graded")
+
+    async def collect() -> list[dict[str, Any]]:
+        async with httpx.AsyncClient(base_url=stack["ors_episodes"], timeout=120) as client:
+            async def run(i: int, row: dict[str, Any]) -> dict[str, Any]:
+                request = {"episode_id": {"rollout_id": f"rollout-{i}"},
+                           "task": {"task_id": {"taskset": "ors", "task_id": row["task_id"]},
+                                    "task_input": row}}
+                reply = await client.post("/run", json=request)
+                assert reply.status_code == 200, reply.text
+                return dict(reply.json())
+
+            return list(await asyncio.gather(*(run(i, row) for i, row in enumerate(rows))))
+
+    episodes = asyncio.run(collect())
+    assert [e["failure"] for e in episodes] == [None] * 4
+    assert [e["result"]["reward"] for e in episodes] == [1.0, 0.0, 1.0, 0.0]
+    for row, episode in zip(rows, episodes, strict=True):
+        output = episode["result"]["response"]["output"]
+        assert episode["result"]["reward"] == replay(ors_url, row, output)
+    assert Graded.live == 0  # each typed session closed by the Environment Server

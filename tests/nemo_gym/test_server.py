@@ -189,3 +189,15 @@ def test_importing_without_nemo_gym_names_the_extra_and_the_script() -> None:
                          check=True, timeout=120).stdout
     assert out.startswith("OrsDependencyError") and "ors-gym[nemo-gym]" in out
     assert "scripts/nemo-gym-venv.sh" in out
+
+
+def test_an_image_is_a_note_and_a_raising_tool_masks_the_sample(make_server: MakeServer) -> None:
+    (row,) = dataset_rows("ors/Echo-v0", limit=1)
+    client = TestClient(make_server(env_id="ors/Echo-v0").setup_webserver())
+    client.post("/seed_session", json=row)
+    text = client.post("/image", json={"width": 4, "height": 3}).text
+    assert text.startswith("4x3 image\n[1 image(s) returned by the tool, not shown")
+    assert client.post("/fail", json={"message": "boom"}).text.startswith("The episode ended:")
+    verdict = client.post("/verify", json={**row, "response": response(None)}).json()
+    assert verdict["mask_sample"] is True and verdict["failure_kind"] == "verifier_error"
+    assert "boom" in verdict["failure_reason"]
