@@ -195,22 +195,29 @@ class Episodes:
             if current.identity != identity:
                 raise SeedRefused(
                     f"resources session {key!r} is bound to another episode or task")
+            async with current.lock:  # a first seed still opening it finishes first
+                pass
+            if self.open.get(key) is not current:
+                raise SeedRefused(f"resources session {key!r} failed to open or was closed; "
+                                  "seed a new session id", status=503)
             return current
         options = reset_options(fields)
         if current is not None:
             await self.release(key)
         episode = Episode(self.env(), identity)
-        self.open[key] = episode  # before any await: a close meanwhile finds it
+        self.open[key] = episode  # before any await: a close or a repeated seed finds it
         try:
-            episode.env.prefetch_messages = True
-            await episode.env.reset(options=options)
-            expected = fields.get("ors_prompt_sha256")
-            if expected is not None:
-                live = prompt_digest(responses_input(await episode.env.messages()))
-                if live != expected:
-                    self._mismatch(key, episode)
+            async with episode.lock:  # tool calls and repeated seeds wait for the opening
+                episode.env.prefetch_messages = True
+                await episode.env.reset(options=options)
+                expected = fields.get("ors_prompt_sha256")
+                if expected is not None:
+                    live = prompt_digest(responses_input(await episode.env.messages()))
+                    if live != expected:
+                        self._mismatch(key, episode)
         except BaseException:
-            self.open.pop(key, None)
+            if self.open.get(key) is episode:
+                del self.open[key]
             await episode.env.close()
             raise
         if self.open.get(key) is not episode:  # closed while it opened

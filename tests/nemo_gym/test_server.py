@@ -108,6 +108,8 @@ def test_a_typed_session_keeps_its_verdict_until_closed(ors_url: str,
     assert client.post("/add", json={"n": 2}).text == "total 2"
     body = {**seed["task_data"], "responses_create_params": row["responses_create_params"],
             "response": response("2")}
+    repeated = client.post("/seed_session", json=seed)  # the same session, not a second one
+    assert repeated.status_code == 200 and Graded.live == 1
     first, again = (client.post("/verify", json=body).json() for _ in range(2))
     assert first["reward"] == again["reward"] == 1.0 and Graded.live == 0
     close = {"resources_session_id": "typed-1", "episode_id": seed["episode_id"]}
@@ -179,6 +181,19 @@ def test_sixteen_sessions_at_once_are_kept_apart(ors_url: str, make_server: Make
     assert [v["reward"] for v in verdicts] == [float(i % 2 == 0) for i in range(16)]
     assert all(v["reward_components"]["reached"] == 1.0 for v in verdicts)
     assert Graded.live == 0
+
+
+def test_every_ors_failure_has_a_name_from_nemo_gym_s_vocabulary() -> None:
+    from ors_gym import errors
+    from ors_gym.nemo_gym._episode import failure_kind
+
+    classes = [getattr(errors, name) for name in errors.__all__]
+    failures = [c for c in classes if isinstance(c, type) and issubclass(c, errors.OrsError)]
+    assert len(failures) >= 10
+    kinds = {failure_kind(cls("x")) for cls in failures}
+    assert kinds <= FAILURE_KINDS
+    assert {"session_expired", "transport_unreachable", "transport_timeout",
+            "provider_quota_exhausted", "provider_unavailable"} <= kinds
 
 
 def test_importing_without_nemo_gym_names_the_extra_and_the_script() -> None:
