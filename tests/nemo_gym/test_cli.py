@@ -17,6 +17,7 @@ pytest.importorskip(
     reason="nemo-gym has a venv of its own: bash scripts/nemo-gym-venv.sh --test",
 )
 
+from nemo_gym.config_types import DatasetConfig
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.resources_server_registry import discover_resources_servers
 from omegaconf import OmegaConf
@@ -68,3 +69,7 @@ def test_root_is_where_nemo_gym_finds_the_server(
     checked = OrsResourcesServerConfig.model_validate(
         {**served, "host": "127.0.0.1", "port": 0, "name": "ors"})
     assert checked.env_id == "ors/Counter-v0"
+    agent = config["ors_simple_agent"]["responses_api_agents"]["simple_agent"]  # type: ignore[index, call-overload]
+    assert agent["resources_server"] == {"type": "resources_servers", "name": "ors"}
+    for dataset in agent["datasets"]:
+        DatasetConfig.model_validate(dataset)
