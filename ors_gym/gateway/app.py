@@ -3,6 +3,7 @@
 Model endpoints, per capture session (by URL, or by the API key on the plain
 paths): ``POST /s/{sid}/v1/chat/completions`` and ``/v1/chat/completions``
 (OpenAI), ``POST /s/{sid}/v1/messages`` and ``/v1/messages`` (Anthropic),
+``POST /s/{sid}/v1/responses`` and ``/v1/responses`` (OpenAI Responses),
 ``GET .../v1/models``. The key is read from ``Authorization: Bearer`` or
 ``x-api-key``. Session API, for the trainer: ``POST /sessions`` (opens one:
 ``{"id", "api_key", "openai_base_url", "anthropic_base_url"}``), ``GET
@@ -31,6 +32,7 @@ from ors_gym.gateway.replies import (
     openai_completion,
 )
 from ors_gym.gateway.requests import read_request
+from ors_gym.gateway.responses import responses_turn
 from ors_gym.gateway.trajectories import trajectory_json
 
 logger = logging.getLogger("ors_gym")
@@ -46,6 +48,9 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
 
     async def messages(request: Request) -> Response:
         return await _model_turn(gateway, request, "anthropic")
+
+    async def responses(request: Request) -> Response:
+        return await responses_turn(gateway, request, _key(request))
 
     async def models(request: Request) -> Response:
         wire: Wire = "anthropic" if "anthropic-version" in request.headers else "openai"
@@ -125,6 +130,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
         routes += [
             Route(f"{prefix}/v1/chat/completions", chat, methods=["POST"]),
             Route(f"{prefix}/v1/messages", messages, methods=["POST"]),
+            Route(f"{prefix}/v1/responses", responses, methods=["POST"]),
             Route(f"{prefix}/v1/models", models, methods=["GET"]),
         ]
     return Starlette(routes=routes)
