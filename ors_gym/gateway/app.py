@@ -152,10 +152,11 @@ async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Respons
         return _error(GatewayError(500, f"the gateway failed: {type(exc).__name__}: {exc}"),
                       wire)
     if not turn.stream:
-        body = openai_completion(reply) if wire == "openai" else anthropic_message(reply)
+        body = (openai_completion(reply) if wire == "openai"
+                else anthropic_message(reply, turn.show_thinking))
         return JSONResponse(body)
     events = (openai_chunks(reply) if wire == "openai"
-              else anthropic_events(reply))
+              else anthropic_events(reply, turn.show_thinking))
     return StreamingResponse(events, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 
