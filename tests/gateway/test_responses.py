@@ -14,12 +14,14 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from _families import FAMILIES, completion, family_tokenizer
 from _tiny_lm import answer_text, encode, tool_call_text
 
 from ors_gym import OrsEnv
 from ors_gym.formats import assistant_turn, exchange_messages, render_messages, step_exchange
 from ors_gym.gateway import Gateway, GatewayThread, capture, trajectory_json
 from ors_gym.sampling import VllmCompletions
+from tests._token_server import TokenServer
 from tests.gateway._agents import anthropic_episode, counter_model, openai_episode
 from tests.gateway.test_gateway import COUNTER, check_verbatim, qwen3_writer
 
@@ -335,3 +337,53 @@ def test_instructions_are_the_system_message_chat_sends(
         gateway.drop_session(session.id)
     assert prompts[0] == prompts[1] == prompts[2]
     assert "You count." in tok.decode(prompts[0])
+
+
+class _Clients:
+    """The OpenAI and Anthropic SDK clients of the session the wrapped env opened last."""
+
+    def __init__(self, game: Any) -> None:
+        self.game = game
+
+    def session(self) -> Any:
+        return self.game._episodes.session
+
+    @property
+    def chat(self) -> Any:
+        return _client(self.session()).chat
+
+    @property
+    def messages(self) -> Any:
+        import anthropic
+
+        return anthropic.Anthropic(base_url=self.session().anthropic_base_url,
+                                   api_key=self.session().api_key, max_retries=0).messages
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_every_family_records_one_trajectory_through_the_three_wires(name: str) -> None:
+    tok = family_tokenizer(name)
+
+    def write(calls: Any, content: str, think: str) -> str:
+        if name == "deepseek-v3":  # R1's template opens <think> at the generation prompt
+            return f"{think}\n</think>\n\n" + completion(name, calls, content=content)
+        if name in ("kimi-k2", "llama-3"):  # templates with no reasoning block
+            return completion(name, calls, content=content)
+        return completion(name, calls, content=content, think=think)
+
+    with TokenServer(tok, counter_model(write)) as server:
+        gw = Gateway(tok, VllmCompletions(server.base_url, name), model=name)
+        with GatewayThread(gw), OrsEnv(env_class=COUNTER) as env:
+            game = capture(env, gw)
+            clients = _Clients(game)
+            via_chat, _ = openai_episode(game, clients, task={"target": 6})
+            assert via_chat.reward == 1.0 and via_chat.turns == 3
+            # R1's template writes no generation prompt after a tool result: a row a turn
+            assert len(via_chat.rows) == (3 if name == "deepseek-v3" else 1)
+            via_messages, _ = anthropic_episode(game, clients, task={"target": 6}, stream=True)
+            server.requests.clear()
+            via_responses = responses_episode(game, clients.session, task={"target": 6},
+                                              mode="stream")
+    assert trajectory_json(via_messages) == trajectory_json(via_chat)
+    assert trajectory_json(via_responses) == trajectory_json(via_chat)
+    check_verbatim(via_responses, server.requests, tok)
