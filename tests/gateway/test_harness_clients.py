@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from _tiny_lm import answer_text, encode, tool_call_text
 
@@ -149,3 +152,40 @@ def test_a_codex_shaped_session_continues_its_row_until_a_compaction(
     check_verbatim(after, backend.requests, tok)
     gateway.drop_session(session.id)
 
+
+
+def _guide_blocks(lang: str) -> list[str]:
+    """The guide's fenced blocks in ``lang``."""
+    page = (ROOT / "docs" / "guides" / "gateway.md").read_text(encoding="utf-8")
+    return re.findall(rf"^```{lang}\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
+
+
+def test_the_guides_codex_and_claude_code_settings_reach_a_session(
+    gateway: Any, backend: Any, script: Any, tok: Any
+) -> None:
+    """The guide's Codex config.toml and Claude Code variables, pointed at this gateway,
+    reach the session whose key they carry on the plain paths."""
+    script.use(_codex_model(tok))
+    session = gateway.open_session()
+    (toml,) = [b for b in _guide_blocks("toml") if "wire_api" in b]
+    config = tomllib.loads(toml)
+    provider = config["model_providers"][config["model_provider"]]
+    assert provider["wire_api"] == "responses" and config["web_search"] == "disabled"
+    assert provider["base_url"] == "http://127.0.0.1:8000/v1"
+    codex = next(b for b in _guide_blocks("bash") if "codex exec" in b)
+    assert f"export {provider['env_key']}=" in codex
+    base = provider["base_url"].replace("http://127.0.0.1:8000", gateway.url)
+    plain = type("Plain", (), {"openai_base_url": base, "api_key": session.api_key})
+    task = "The counter is at 0. Make it equal 2 using increment."
+    output, _ = _codex_turn(plain, [{"type": "message", "role": "user", "content": task}])
+    assert [i["type"] for i in output] == ["reasoning", "function_call"]
+    claude = next(b for b in _guide_blocks("bash") if "ANTHROPIC_BASE_URL" in b)
+    variables = dict(re.findall(r"^export (\w+)=(\S+)", claude, re.MULTILINE))
+    assert set(variables) == {"ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"}
+    url = variables["ANTHROPIC_BASE_URL"].replace("http://127.0.0.1:8000", gateway.url)
+    reply = httpx.post(f"{url}/v1/messages?beta=true", timeout=30, headers={
+        "x-api-key": session.api_key, "anthropic-version": "2023-06-01"}, json={
+        "model": "my-model", "max_tokens": 64, "messages": [{"role": "user", "content": task}]})
+    assert reply.status_code == 200 and reply.json()["stop_reason"] == "tool_use"
+    assert gateway.trajectory(session.id).turns == 2
+    gateway.drop_session(session.id)
