@@ -97,11 +97,11 @@ def _codex_model(tok: Any) -> Any:
 def _codex_turn(session: Any, items: list[dict[str, Any]]) -> tuple[list[Any], dict[str, Any]]:
     """One Codex-shaped request: (the output items of ``response.output_item.done``, the
     completed response)."""
-    body = {"model": "tiny", "instructions": None, "input": items, "tools": [SHELL, NAMESPACE],
-            "tool_choice": "auto", "parallel_tool_calls": False, "stream": True,
+    body = {"model": "tiny", "input": items, "tools": [SHELL, NAMESPACE],
+            "tool_choice": "auto", "parallel_tool_calls": True, "stream": True,
             "store": False, "include": ["reasoning.encrypted_content"],
-            "reasoning": {"effort": "medium"}, "prompt_cache_key": "thread-1",
-            "client_metadata": {"session_id": "thread-1"}, "text": {"verbosity": "low"}}
+            "reasoning": {"summary": "auto"}, "prompt_cache_key": "thread-1",
+            "client_metadata": {"session_id": "thread-1", "turn_id": "turn-1"}}
     events = _events(session.openai_base_url, session.api_key, body)
     done = [d["item"] for name, d in events if name == "response.output_item.done"]
     assert events[-1][0] == "response.completed"
@@ -114,10 +114,17 @@ def test_a_codex_shaped_session_continues_its_row_until_a_compaction(
     script.use(_codex_model(tok))
     session = gateway.open_session()
     task = "The counter is at 0. Make it equal 7 using increment."
-    items: list[dict[str, Any]] = [
-        {"type": "message", "role": "developer",
+    items: list[dict[str, Any]] = [  # as Codex opens a thread: two developer messages,
+        # the environment's context, then the task; each with an id of its own
+        {"type": "message", "id": "msg_1", "role": "developer",
          "content": [{"type": "input_text", "text": "You are a coding agent."}]},
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": task}]}]
+        {"type": "message", "id": "msg_2", "role": "developer",
+         "content": [{"type": "input_text", "text": "<skills_instructions/>"}]},
+        {"type": "message", "id": "msg_3", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>\n  <cwd>/w</cwd>\n"
+                                           "</environment_context>"}]},
+        {"type": "message", "id": "msg_4", "role": "user",
+         "content": [{"type": "input_text", "text": task}]}]
     value, turns = 0, 0
     while True:
         output, response = _codex_turn(session, items)
@@ -128,13 +135,16 @@ def test_a_codex_shaped_session_continues_its_row_until_a_compaction(
             break
         (call,) = calls  # the flat name answered in the namespace's shape
         assert (call["namespace"], call["name"]) == ("mcp__counter", "increment")
-        reasoning = [i for i in output if i["type"] == "reasoning"]
-        assert "to go" not in json.dumps(reasoning)  # never in clear, only the handle
+        (reasoning,) = [i for i in output if i["type"] == "reasoning"]
+        # Codex asks for a summary: the text there, and the handle holds it opaquely
+        assert reasoning["summary"][0]["text"].endswith("to go.")
+        assert "to go" not in reasoning["encrypted_content"]
         value += json.loads(call["arguments"])["amount"]
         result = f"The counter is now {value}."
         # echoed verbatim, with fields the gateway never sent; results as either shape
         items += [{**i, "phase": None} for i in output]
-        items.append({"type": "function_call_output", "call_id": call["call_id"],
+        items.append({"type": "function_call_output", "id": f"fco_{turns}",
+                      "call_id": call["call_id"],
                       "output": result if turns == 1 else [
                           {"type": "input_text", "text": result}]})
     assert value == 7 and turns == 3
@@ -143,7 +153,7 @@ def test_a_codex_shaped_session_continues_its_row_until_a_compaction(
     check_verbatim(traj, backend.requests, tok)
     assert traj.tools[1]["function"]["name"] == "mcp__counter__increment"
     # Codex's compaction rewrites the history as a summary: a new row, the old one kept
-    compacted = [items[0], {"type": "message", "role": "user", "content": [
+    compacted = [*items[:3], {"type": "message", "role": "user", "content": [
         {"type": "input_text", "text": "Summary: the counter is at 7. Make it equal 9 using "
                                        "increment. The counter is now 7."}]}]
     _codex_turn(session, compacted)

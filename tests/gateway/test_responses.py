@@ -7,6 +7,7 @@ errors and leave the trajectory as it was.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 from typing import Any
@@ -312,6 +313,13 @@ def test_a_response_sent_with_store_false_is_not_kept(
     with pytest.raises(openai.NotFoundError, match="no capture session"):
         openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="sk-wrong",
                       max_retries=0).responses.create(model="tiny", input="Hi")
+    # the stored responses go with their session
+    from ors_gym.gateway import responses
+
+    assert session.id in responses._STORED
+    gateway.drop_session(session.id)
+    gc.collect()
+    assert session.id not in responses._STORED
 
 
 def test_instructions_are_the_system_message_chat_sends(
