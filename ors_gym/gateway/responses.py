@@ -127,11 +127,13 @@ def read_responses(body: Any, session: CaptureSession) -> ResponsesRequest:
             "stream": bool(body.get("stream"))}
     try:
         turn = read_request(chat, "openai")
-    except GatewayError as exc:  # the Chat names of the Responses fields
-        param = {"max_tokens": "max_output_tokens", "messages": "input"}.get(
-            exc.param or "", exc.param)
-        raise GatewayError(exc.status, exc.message.replace("max_tokens", "max_output_tokens"),
-                           code=exc.code, param=param) from None
+    except GatewayError as exc:  # said with the Responses fields' names
+        param = exc.param or ""
+        param = "input" if param.startswith("messages") else param.replace(
+            "max_tokens", "max_output_tokens")
+        message = exc.message.replace("max_tokens", "max_output_tokens").replace(
+            "'messages'", "'input'").replace("messages[", "the conversation's message [")
+        raise GatewayError(exc.status, message, code=exc.code, param=param or None) from None
     return ResponsesRequest(turn, history, body, namespaces)
 
 

@@ -269,6 +269,7 @@ def test_a_turn_that_fails_mid_stream_ends_with_response_failed(
      "input[0]"),
     ({"max_output_tokens": 0}, "max_output_tokens must be a positive", "max_output_tokens"),
     ({"conversation": "conv_1"}, "server-side conversations", "conversation"),
+    ({"input": []}, "'input' must be a non-empty list", "input"),
 ])
 def test_what_the_gateway_cannot_serve_is_a_400_and_changes_nothing(
     gateway: Any, script: Any, tok: Any, body: dict[str, Any], says: str, param: str
