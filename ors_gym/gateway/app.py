@@ -3,6 +3,7 @@
 Model endpoints, per capture session (by URL, or by the API key on the plain
 paths): ``POST /s/{sid}/v1/chat/completions`` and ``/v1/chat/completions``
 (OpenAI), ``POST /s/{sid}/v1/messages`` and ``/v1/messages`` (Anthropic),
+``POST /s/{sid}/v1/responses`` and ``/v1/responses`` (OpenAI Responses),
 ``GET .../v1/models``. The key is read from ``Authorization: Bearer`` or
 ``x-api-key``. Session API, for the trainer: ``POST /sessions`` (opens one:
 ``{"id", "api_key", "openai_base_url", "anthropic_base_url"}``), ``GET
@@ -31,6 +32,7 @@ from ors_gym.gateway.replies import (
     openai_completion,
 )
 from ors_gym.gateway.requests import read_request
+from ors_gym.gateway.responses import responses_turn
 
 logger = logging.getLogger("ors_gym")
 
@@ -45,6 +47,9 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
 
     async def messages(request: Request) -> Response:
         return await _model_turn(gateway, request, "anthropic")
+
+    async def responses(request: Request) -> Response:
+        return await responses_turn(gateway, request, _key(request))
 
     async def models(request: Request) -> Response:
         wire: Wire = "anthropic" if "anthropic-version" in request.headers else "openai"
@@ -124,6 +129,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
         routes += [
             Route(f"{prefix}/v1/chat/completions", chat, methods=["POST"]),
             Route(f"{prefix}/v1/messages", messages, methods=["POST"]),
+            Route(f"{prefix}/v1/responses", responses, methods=["POST"]),
             Route(f"{prefix}/v1/models", models, methods=["GET"]),
         ]
     return Starlette(routes=routes)
@@ -145,10 +151,11 @@ async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Respons
         return _error(GatewayError(500, f"the gateway failed: {type(exc).__name__}: {exc}"),
                       wire)
     if not turn.stream:
-        body = openai_completion(reply) if wire == "openai" else anthropic_message(reply)
+        body = (openai_completion(reply) if wire == "openai"
+                else anthropic_message(reply, turn.show_thinking))
         return JSONResponse(body)
     events = (openai_chunks(reply) if wire == "openai"
-              else anthropic_events(reply))
+              else anthropic_events(reply, turn.show_thinking))
     return StreamingResponse(events, media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache"})
 

@@ -4,8 +4,9 @@ Both forms are built from the same :class:`Reply` before anything is sent, so a
 streamed turn and an unstreamed one record the same trajectory. OpenAI gets
 ``reasoning_content`` beside ``content`` and ``tool_calls`` with JSON string
 arguments, then (streaming) a final chunk with ``usage``; Anthropic gets
-``thinking``, ``text`` and ``tool_use`` blocks and its event sequence
-(``message_start`` ... ``message_stop``).
+``thinking`` (its ``signature`` an opaque handle of the reasoning, the text left out
+when the request's ``thinking.display`` is ``omitted``), ``text`` and ``tool_use``
+blocks and its event sequence (``message_start`` ... ``message_stop``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.formats import AssistantTurn
+from ors_gym.gateway.handles import seal
 
 __all__ = ["Reply", "anthropic_events", "anthropic_message", "openai_chunks", "openai_completion"]
 
@@ -106,10 +108,11 @@ def _anthropic_stop(reply: Reply) -> str:
     return "tool_use" if reply.turn.tool_calls else "end_turn"
 
 
-def _anthropic_blocks(reply: Reply) -> list[dict[str, Any]]:
+def _anthropic_blocks(reply: Reply, show_thinking: bool = True) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
-    if reply.reasoning:
-        blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    if reply.reasoning:  # the signature: an opaque handle of the reasoning, read back
+        blocks.append({"type": "thinking", "signature": seal(reply.reasoning),
+                       "thinking": reply.reasoning if show_thinking else ""})
     if reply.turn.text:
         blocks.append({"type": "text", "text": reply.turn.text})
     blocks += [{"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["arguments"]}
@@ -117,24 +120,25 @@ def _anthropic_blocks(reply: Reply) -> list[dict[str, Any]]:
     return blocks
 
 
-def anthropic_message(reply: Reply) -> dict[str, Any]:
-    """A Messages API ``message`` object."""
+def anthropic_message(reply: Reply, show_thinking: bool = True) -> dict[str, Any]:
+    """A Messages API ``message`` object (a thinking block's text left out unless
+    ``show_thinking``: its signature carries it)."""
     return {
         "id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant",
-        "model": reply.model, "content": _anthropic_blocks(reply),
+        "model": reply.model, "content": _anthropic_blocks(reply, show_thinking),
         "stop_reason": _anthropic_stop(reply), "stop_sequence": None,
         "usage": {"input_tokens": reply.prompt_tokens,
                   "output_tokens": reply.completion_tokens},
     }
 
 
-def anthropic_events(reply: Reply) -> Iterator[str]:
+def anthropic_events(reply: Reply, show_thinking: bool = True) -> Iterator[str]:
     """The reply as Messages streaming events (SSE ``event:``/``data:`` pairs)."""
 
     def event(kind: str, data: dict[str, Any]) -> str:
         return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
-    whole = anthropic_message(reply)
+    whole = anthropic_message(reply, show_thinking)
     start = {**whole, "content": [], "stop_reason": None,
              "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": 0}}
     yield event("message_start", {"message": start})
@@ -154,8 +158,8 @@ def anthropic_events(reply: Reply) -> Iterator[str]:
         yield event("content_block_start", {"index": i, "content_block": opened})
         yield event("content_block_delta", {"index": i, "delta": delta})
         if kind == "thinking":
-            yield event("content_block_delta",
-                        {"index": i, "delta": {"type": "signature_delta", "signature": ""}})
+            yield event("content_block_delta", {"index": i, "delta": {
+                "type": "signature_delta", "signature": block["signature"]}})
         yield event("content_block_stop", {"index": i})
     yield event("message_delta", {"delta": {"stop_reason": whole["stop_reason"],
                                             "stop_sequence": None},

@@ -8,7 +8,12 @@ assistant turns as ``{"role": "assistant", "content", "reasoning", "calls"}``, t
 form an echoed turn is matched in. Options the gateway cannot honour exactly
 (``n > 1``, a forced tool choice, stop strings, non-function tools) are refused.
 Images are counted (``TurnRequest.images``) and shown as a text model's note; a
-vision model's gateway refuses them (its sampler takes ids only).
+vision model's gateway refuses them (its sampler takes ids only). Messages fields a
+coding harness sends that change no sampled id (``thinking``, ``context_management``,
+``metadata``, ``output_config``, ``cache_control`` on any block) are accepted and
+ignored; an echoed turn's reasoning is read back from its thinking ``signature`` (or a
+``redacted_thinking`` block's ``data``), the gateway's opaque handle, when its text is
+left out.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from ors_gym.formats import to_ors_messages
 from ors_gym.formats.shapes import as_plain
 from ors_gym.gateway.errors import GatewayError, Wire
+from ors_gym.gateway.handles import unseal
 from ors_gym.protocol import (
     ImageBlock,
     Message,
@@ -48,6 +54,7 @@ class TurnRequest:
     top_p: float
     stream: bool
     images: int = 0
+    show_thinking: bool = True  # Messages' thinking.display "omitted": only the signature
 
 
 def read_request(body: Any, wire: Wire) -> TurnRequest:
@@ -109,6 +116,7 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
         raise GatewayError(400, "'system' must be a string or a list of text blocks")
     tools = [_anthropic_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
     chat, images = read_messages(messages)
+    thinking = body.get("thinking")
     return TurnRequest(
         wire="anthropic",
         model=str(body.get("model") or ""),
@@ -119,6 +127,8 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
         images=images,
+        show_thinking=not (isinstance(thinking, Mapping)
+                           and thinking.get("display") == "omitted"),
     )
 
 
@@ -140,6 +150,7 @@ def read_messages(raw: list[Any]) -> tuple[list[dict[str, Any]], int]:
         plain = as_plain(item)
         reasoning = [b.text for b in message.blocks if isinstance(b, ReasoningBlock)]
         extra = plain.get("reasoning_content") if isinstance(plain, Mapping) else None
+        extra = extra or _sealed_reasoning(plain)
         out.append({
             "role": "assistant",
             "content": "".join(b.text for b in message.blocks if isinstance(b, TextBlock)),
@@ -148,6 +159,17 @@ def read_messages(raw: list[Any]) -> tuple[list[dict[str, Any]], int]:
                       for b in message.blocks if isinstance(b, ToolCallBlock)],
         })
     return out, images
+
+
+def _sealed_reasoning(plain: Any) -> str | None:
+    """The reasoning an echoed Messages turn carries only in its handles: a thinking
+    block's ``signature`` (its text omitted) or a ``redacted_thinking`` block's ``data``."""
+    blocks = plain.get("content") if isinstance(plain, Mapping) else None
+    texts = [unseal(b.get("signature") if b.get("type") == "thinking" else b.get("data"))
+             for b in blocks or () if isinstance(b, Mapping)
+             and (b.get("type") == "redacted_thinking"
+                  or (b.get("type") == "thinking" and not b.get("thinking")))]
+    return "\n".join(t for t in texts if t) or None
 
 
 def _images(message: Message) -> int:
@@ -181,7 +203,10 @@ def _anthropic_tool(tool: Any, i: int) -> dict[str, Any]:
     ):
         kind = tool.get("type") if isinstance(tool, Mapping) else type(tool).__name__
         raise GatewayError(400, f"tools.{i} has type {kind!r}: only custom tools "
-                                "({'name', 'description', 'input_schema'}) are served")
+                                "({'name', 'description', 'input_schema'}) are served, whose "
+                                "calls the model's template writes; turn the server tool off "
+                                "in the client (Claude Code: --disallowedTools WebSearch,"
+                                "WebFetch)")
     return {"type": "function", "function": {
         "name": str(tool["name"]), "description": str(tool.get("description") or ""),
         "parameters": dict(tool.get("input_schema") or {"type": "object", "properties": {}})}}
