@@ -57,6 +57,8 @@ class McpEndpoint:
         self._lock = asyncio.Lock()
         self._env_open = True
         self.closed = asyncio.Event()
+        #: Set when a call finishes the episode.
+        self.ended = asyncio.Event()
 
     @property
     def prompt(self) -> str:
@@ -96,6 +98,7 @@ class McpEndpoint:
             })
             if finished:
                 self.finished = True
+                self.ended.set()
                 await self._release_env()
             return result(info.get("blocks") or [], reward=float(reward), finished=finished,
                           call_id=record.get("id", call_id),
