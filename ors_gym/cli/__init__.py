@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from ors_gym import __version__
 from ors_gym.cli import eval as eval_command
-from ors_gym.cli import gateway, serve, train, view
+from ors_gym.cli import gateway, harness, serve, train, view
 from ors_gym.cli import list as list_command
 from ors_gym.cli._target import cwd_on_path
 from ors_gym.cli.args import (
@@ -48,6 +48,7 @@ SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
     eval_command.add_parser,
     view.add_parser,
     gateway.add_parser,
+    harness.add_parser,
 ]
 
 
