@@ -112,6 +112,7 @@ class McpServer:
         if self._manager is not None:
             raise RuntimeError("this McpServer is serving already; make another one")
         self._manager = StreamableHTTPSessionManager(self._mcp, session_idle_timeout=None)
+        logging.getLogger("mcp.server.streamable_http").addFilter(_NOISE)  # once: a set
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
@@ -205,6 +206,20 @@ class McpServer:
         if client:
             endpoint.clients[client] = ctx.session
         return endpoint
+
+
+class _ClosedStreamNoise(logging.Filter):
+    """Drops the mcp SDK's traceback for a client that ended its session while its
+    notification stream was open (the stream's reader is closed under it: an ordinary
+    disconnect, not a failure); every other record passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (record.getMessage() == "Error in standalone SSE writer"
+                    and type(exc).__name__ == "ClosedResourceError")
+
+
+_NOISE = _ClosedStreamNoise()
 
 
 class _Server(Server[Any, Any]):

@@ -243,3 +243,18 @@ def test_bad_settings_and_unknown_urls_are_refused() -> None:
                 assert (await http.post(f"{url}/mcp/nope", json={})).status_code == 404
 
     run(main)
+
+
+def test_a_client_ending_its_session_logs_no_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    async def main() -> None:
+        server = McpServer()
+        async with server.serve():
+            ep = await server.open(AsyncOrsEnv(env_class=COUNTER),
+                                   options={"task_spec": {"target": 3}})
+            async with client(ep.url) as s:
+                await s.list_tools()
+
+    with caplog.at_level("DEBUG", logger="mcp"):
+        run(main)
+    assert not [r for r in caplog.records if r.levelno >= 40], [
+        r.getMessage() for r in caplog.records if r.levelno >= 40]
