@@ -31,7 +31,10 @@ class _Watch:
 
 
 def watch(gateway: Any) -> set[str]:
-    """The set of session ids refused for a full context, filled from now on."""
+    """The set of session ids refused for a full context, filled from now on (empty for
+    a gateway reached over HTTP, whose refusals are not seen here)."""
+    if not hasattr(gateway, "turn"):
+        return set()
     current = gateway.__dict__.get("turn")
     if isinstance(current, _Watch):
         return current.full

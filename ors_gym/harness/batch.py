@@ -24,7 +24,7 @@ from ors_gym.harness.runner import HarnessEpisode, HarnessRunner
 from ors_gym.harness.spec import Harness
 from ors_gym.tokens import Trajectory, stops
 
-__all__ = ["as_trainer_batch", "run_batch"]
+__all__ = ["Progress", "as_trainer_batch", "failed_episode", "run_batch"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -54,19 +54,24 @@ async def run_batch(runner: HarnessRunner, harness: Harness, make_env: Callable[
                     harness, make_env(i), options=options(i) if options else None,
                     seed=None if seed is None else seed + i, deadline=deadline)
             except Exception as exc:
-                logger.warning("harness episode %d failed to run: %s: %s", i,
-                               type(exc).__name__, exc)
-                episode = HarnessEpisode(
-                    harness=harness.name, stop="harness_failed", exit_status=None,
-                    trajectory=Trajectory(rows=[], messages=[], tools=[],
-                                          stop_reason=stops.ENV_ERROR),
-                    error=f"{type(exc).__name__}: {exc}")
+                episode = failed_episode(harness, exc, i)
         done += 1
         if report is not None and not isinstance(report, bool):
             report(done, n, episode)
         return episode
 
     return list(await asyncio.gather(*(one(i) for i in range(n))))
+
+
+def failed_episode(harness: Harness, exc: BaseException, i: int | None = None
+                   ) -> HarnessEpisode:
+    """The episode of a run that failed before it had one (logged at WARNING)."""
+    logger.warning("harness episode %s failed to run: %s: %s", "" if i is None else i,
+                   type(exc).__name__, exc)
+    return HarnessEpisode(
+        harness=harness.name, stop="harness_failed", exit_status=None,
+        trajectory=Trajectory(rows=[], messages=[], tools=[], stop_reason=stops.ENV_ERROR),
+        error=f"{type(exc).__name__}: {exc}")
 
 
 def _stderr(done: int, n: int, episode: HarnessEpisode) -> None:

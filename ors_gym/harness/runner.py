@@ -32,6 +32,7 @@ from typing import Any
 from ors_gym.gateway import Gateway, trajectory_json
 from ors_gym.harness import _refusals
 from ors_gym.harness._process import Ended, run_process
+from ors_gym.harness.remote import GatewayClient
 from ors_gym.harness.spec import Harness, HarnessContext, Launch
 from ors_gym.mcp import McpEndpoint, McpServer
 from ors_gym.tokens import Trajectory, stops
@@ -92,7 +93,8 @@ class HarnessRunner:
     """Runs harnesses on ORS episodes (see the module); an async context manager.
 
     ``gateway``: a served :class:`~ors_gym.gateway.Gateway` (``GatewayThread``), the
-    harness's model endpoint. ``model``: the model name handed to harnesses (default:
+    harness's model endpoint, or a :class:`~ors_gym.harness.GatewayClient` for one served
+    by another process. ``model``: the model name handed to harnesses (default:
     the gateway's). ``finish_grace``: seconds a harness has to exit on its own after
     its episode finished. ``kill_grace``: seconds between SIGTERM and SIGKILL.
     ``max_output``: the characters of stdout and stderr kept (their ends).
@@ -101,7 +103,7 @@ class HarnessRunner:
     system's temporary folder); ``keep_workdirs`` keeps them.
     """
 
-    def __init__(self, gateway: Gateway, *, model: str | None = None,
+    def __init__(self, gateway: Gateway | GatewayClient, *, model: str | None = None,
                  finish_grace: float = 30.0, kill_grace: float = 5.0,
                  max_output: int = 100_000, idle_timeout: float | None = 3600.0,
                  workdir_root: str | os.PathLike[str] | None = None,

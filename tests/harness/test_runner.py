@@ -14,52 +14,23 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 from ors_gym import AsyncOrsEnv
 from ors_gym.backends.local import AsyncLocalBackend
 from ors_gym.envs import BUNDLED
 from ors_gym.harness import (
     Harness,
-    HarnessContext,
     HarnessRunner,
     as_trainer_batch,
     run_batch,
 )
 from tests.gateway.test_gateway import check_verbatim
+from tests.harness._agents import chat_agent
 from tests.harness._leaks import count
 from tests.harness._model import counter_player
 
 COUNTER = BUNDLED["Counter"]
-
-
-async def chat_agent(ctx: HarnessContext) -> str | None:
-    """A harness written as a Python callable: an OpenAI-SDK loop over the MCP tools."""
-    client = openai.AsyncOpenAI(base_url=ctx.openai_base_url, api_key=ctx.api_key)
-    async with streamable_http_client(ctx.mcp_url) as (read, write, _), \
-            ClientSession(read, write) as mcp:
-        await mcp.initialize()
-        tools = [{"type": "function", "function": {
-            "name": t.name, "description": t.description or "", "parameters": t.inputSchema}}
-            for t in (await mcp.list_tools()).tools]
-        messages: list[Any] = [{"role": "user", "content": ctx.prompt}]
-        for _ in range(20):
-            reply = await client.chat.completions.create(model=ctx.model, messages=messages,
-                                                         tools=tools)
-            message = reply.choices[0].message
-            messages.append(message.model_dump(exclude_none=True))
-            if not message.tool_calls:
-                return message.content
-            for call in message.tool_calls:
-                got = await mcp.call_tool(call.function.name,
-                                          json.loads(call.function.arguments),
-                                          meta={"ors/call_id": call.id})
-                text = "\n".join(c.text for c in got.content if c.type == "text")
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-    return None
 
 
 def test_sixteen_episodes_at_once_are_kept_apart(
