@@ -100,14 +100,17 @@ class HarnessRunner:
     ``max_output``: the characters of stdout and stderr kept (their ends).
     ``idle_timeout``: an MCP endpoint's (see :class:`~ors_gym.mcp.McpServer`).
     ``workdir_root``: where each episode's working directory is made (default: the
-    system's temporary folder); ``keep_workdirs`` keeps them.
+    system's temporary folder); ``keep_workdirs`` keeps them. ``watch_tools``: read the
+    session's tools again after each call and tell the harness when they changed (for
+    environments whose tools change mid-episode).
     """
 
     def __init__(self, gateway: Gateway | GatewayClient, *, model: str | None = None,
                  finish_grace: float = 30.0, kill_grace: float = 5.0,
                  max_output: int = 100_000, idle_timeout: float | None = 3600.0,
                  workdir_root: str | os.PathLike[str] | None = None,
-                 keep_workdirs: bool = False, host: str = "127.0.0.1") -> None:
+                 keep_workdirs: bool = False, host: str = "127.0.0.1",
+                 watch_tools: bool = False) -> None:
         if gateway.url is None:
             raise ValueError("the gateway is not served: start it (GatewayThread(gateway)"
                              ".start() or ors_gym.gateway.serve) before the runner, so "
@@ -119,7 +122,8 @@ class HarnessRunner:
         self.max_output = max_output
         self.workdir_root = workdir_root
         self.keep_workdirs = keep_workdirs
-        self.mcp = McpServer(idle_timeout=idle_timeout, release_on_disconnect=False)
+        self.mcp = McpServer(idle_timeout=idle_timeout, release_on_disconnect=False,
+                             watch_tools=watch_tools)
         self._host = host
         self._serving: Any = None
         self._full = _refusals.watch(gateway)

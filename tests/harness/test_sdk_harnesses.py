@@ -82,7 +82,7 @@ def test_a_plain_final_answer_is_graded_by_the_terminal_tool(
                 preset("openai-agents", python=harness_python), AsyncOrsEnv(backend=ors),
                 options={"task_spec": {"question": "What is the capital of France?",
                                        "answer": "Paris"}}, deadline=240)
-            assert count(runner, ors, gateway).endpoints == 0
+            assert count(runner, ors, gateway) == (0, 0, 0)
             return episode
 
     episode = asyncio.run(main())
