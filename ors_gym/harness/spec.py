@@ -17,11 +17,14 @@ import json
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 __all__ = ["Harness", "HarnessContext", "Launch"]
 
 PromptVia = Literal["arg", "stdin", "file"]
+#: The folder this ors_gym is imported from: the stdio relay imports the same one.
+_ORS_GYM_ROOT = str(Path(__file__).resolve().parents[2])
 ConfigForm = Literal["json", "toml"]
 
 
@@ -44,9 +47,10 @@ class Launch:
     def mcp_servers(self) -> dict[str, Any]:
         """The MCP configuration in the common shape, ``{"mcpServers": {name: ...}}``: a
         streamable-HTTP server by URL, or the stdio relay as a command."""
-        if self.transport == "stdio":
+        if self.transport == "stdio":  # a harness may start it with a bare environment
             server: dict[str, Any] = {"command": sys.executable,
-                                      "args": ["-m", "ors_gym.mcp", self.mcp_url]}
+                                      "args": ["-m", "ors_gym.mcp", self.mcp_url],
+                                      "env": {"PYTHONPATH": _ORS_GYM_ROOT}}
         else:
             server = {"type": "http", "url": self.mcp_url}
         return {"mcpServers": {self.server_name: server}}
@@ -60,6 +64,7 @@ class Launch:
         else:
             lines.append(f"command = {json.dumps(server['command'])}")
             lines.append(f"args = {json.dumps(server['args'])}")
+            lines.append(f"env = {{ PYTHONPATH = {json.dumps(server['env']['PYTHONPATH'])} }}")
         return "\n".join(lines) + "\n"
 
     def values(self) -> dict[str, str]:
@@ -172,8 +177,8 @@ class Harness:
         """The MCP configuration file's text."""
         header = _fill(self.config_header, launch.values(), "config_header")
         if self.mcp_config == "toml":
-            return header + ("\n" if header and not header.endswith("\n") else "") + \
-                launch.mcp_toml()
+            between = "" if not header else "\n" if header.endswith("\n") else "\n\n"
+            return header + between + launch.mcp_toml()
         return json.dumps(launch.mcp_servers(), indent=2) + "\n"
 
     def file_texts(self, launch: Launch) -> dict[str, str]:

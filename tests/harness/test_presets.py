@@ -18,11 +18,12 @@ from ors_gym.harness.presets import CLAUDE_CODE_ENV
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guides" / "harness.md"
 
 
-def _launch(tmp: str = "/tmp/ep") -> Launch:
+def _launch(tmp: str = "/tmp/ep", transport: str = "http") -> Launch:
     return Launch(prompt="Make it equal 3.", mcp_url="http://127.0.0.1:40001/mcp/ep1",
                   model="my-model", openai_base_url="http://127.0.0.1:40000/s/SID/v1",
                   anthropic_base_url="http://127.0.0.1:40000/s/SID", api_key="sk-session",
-                  workdir=tmp, prompt_file=f"{tmp}/task.md", mcp_config=f"{tmp}/mcp.json")
+                  workdir=tmp, prompt_file=f"{tmp}/task.md", mcp_config=f"{tmp}/mcp.json",
+                  transport=transport)  # type: ignore[arg-type]
 
 
 def _block(language: str, after: str) -> str:
@@ -80,3 +81,14 @@ def test_presets_are_named() -> None:
     with pytest.raises(ValueError, match="no harness preset 'nope'"):
         preset("nope")
     assert "sk-session" not in repr(_launch())  # the key is never shown
+
+
+def test_a_stdio_server_in_codexs_toml_carries_its_command() -> None:
+    import dataclasses
+
+    harness = dataclasses.replace(preset("codex"), transport="stdio")
+    written = tomllib.loads(harness.config_text(_launch(transport="stdio")))
+    server = written["mcp_servers"]["ors"]
+    assert server["command"] == sys.executable
+    assert server["args"] == ["-m", "ors_gym.mcp", "http://127.0.0.1:40001/mcp/ep1"]
+    assert (Path(server["env"]["PYTHONPATH"]) / "ors_gym" / "mcp").is_dir()

@@ -179,8 +179,10 @@ def test_the_harness_gets_its_prompt_model_and_mcp_server_in_its_forms(
         elif harness.name == "stdio":
             assert (out / "stdin").read_text().startswith("The counter is at 0.")
             config = json.loads((out / "mcp.json").read_text())
+            root = str(Path(__file__).resolve().parents[2])  # the ors_gym imported here
             assert config == {"mcpServers": {"ors": {
-                "command": sys.executable, "args": ["-m", "ors_gym.mcp", url]}}}
+                "command": sys.executable, "args": ["-m", "ors_gym.mcp", url],
+                "env": {"PYTHONPATH": root}}}}
         else:
             assert (out / "arg").read_text().endswith("task.md")
             assert (out / "task.md").read_text().startswith("The counter is at 0.")

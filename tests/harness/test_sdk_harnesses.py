@@ -9,6 +9,7 @@ nothing stays open."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -30,18 +31,21 @@ def _called_ids(traj: Any) -> list[str]:
             for c in m.get("tool_calls") or ()]
 
 
-@pytest.mark.parametrize("name", ["openai-agents", "pydantic-ai", "smolagents"])
+@pytest.mark.parametrize(("name", "transport"), [
+    ("openai-agents", "http"), ("pydantic-ai", "http"), ("smolagents", "http"),
+    ("pydantic-ai", "stdio")])  # the harness starts the stdio relay from its mcpServers file
 def test_a_python_sdk_harness_plays_the_counter(
-        name: str, gateway: Any, backend: Any, script: Any, tok: Any, harness_python: str,
-        smolagents_python: str) -> None:
+        name: str, transport: str, gateway: Any, backend: Any, script: Any, tok: Any,
+        harness_python: str, smolagents_python: str) -> None:
     python = smolagents_python if name == "smolagents" else harness_python
+    harness = dataclasses.replace(preset(name, python=python), transport=transport)
     script.use(counter_player(tok))
     ors = AsyncLocalBackend(BUNDLED["Counter"])  # shared by the episode: it counts sessions
 
     async def main() -> Any:
         async with HarnessRunner(gateway, finish_grace=60) as runner:
             before = count(runner, ors, gateway)
-            episode = await runner.run(preset(name, python=python), AsyncOrsEnv(backend=ors),
+            episode = await runner.run(harness, AsyncOrsEnv(backend=ors),
                                        options={"task_spec": {"target": 7}}, deadline=240)
             assert count(runner, ors, gateway) == before  # nothing left open
             assert before.endpoints == before.ors_sessions == 0
