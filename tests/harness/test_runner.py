@@ -65,6 +65,9 @@ def test_sixteen_episodes_at_once_are_kept_apart(
         assert [c["id"] for c in episode.calls] == called  # joined by the harness's ids
     batch = as_trainer_batch(episodes, "trl")
     assert batch["episode"] == list(range(16)) and batch["reward"] == [1.0] * 16
+    verl, skyrl = as_trainer_batch(episodes, "verl"), as_trainer_batch(episodes, "skyrl")
+    assert verl["reward_score"] == skyrl["rewards"] == [1.0] * 16
+    assert verl["response_ids"][3] == episodes[3].trajectory.rows[0].completion_ids
     tinker = as_trainer_batch(episodes, "tinker")
     first = episodes[0].trajectory.rows[0]
     assert tinker["target_tokens"][0] == first.ids[1:]
