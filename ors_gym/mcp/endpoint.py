@@ -133,11 +133,13 @@ class McpEndpoint:
     async def _release_env(self) -> None:
         if self._env_open:
             self._env_open = False
+            sid = self.env.session_id
             try:
                 await self.env.close()
             except Exception as exc:
-                logger.warning("could not release ORS session of MCP endpoint %s: %s: %s",
-                               self.id, type(exc).__name__, exc)
+                # the endpoint's id is not logged: its URL is what grants access to it
+                logger.warning("could not release an MCP endpoint's ORS session %s: %s: %s",
+                               sid, type(exc).__name__, exc)
 
     @property
     def ors_open(self) -> bool:
@@ -145,5 +147,5 @@ class McpEndpoint:
         return self._env_open
 
     def __repr__(self) -> str:
-        return (f"McpEndpoint(id={self.id!r}, calls={len(self.calls)}, "
+        return (f"McpEndpoint(calls={len(self.calls)}, "
                 f"finished={self.finished}, closed={self.closed_reason!r})")

@@ -93,7 +93,7 @@ class McpServer:
         idle = [e.id for e in list(self._endpoints.values())
                 if e.idle_for() >= self.idle_timeout]
         for eid in idle:
-            logger.info("MCP endpoint %s closed after %s s idle", eid, self.idle_timeout)
+            logger.info("an MCP endpoint was closed after %s s idle", self.idle_timeout)
             await self.close(eid, "idle")
         return idle
 
