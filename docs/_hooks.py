@@ -71,6 +71,8 @@ SUBMODULES = (
     "ors_gym.skyrl",
     "ors_gym.tokens",
     "ors_gym.gateway",
+    "ors_gym.mcp",
+    "ors_gym.harness",
     "ors_gym.platform",
 )
 

@@ -8,8 +8,9 @@
 #                    the main install: scripts/verifiers-venv.sh (verifiers cannot share a venv
 #                    with the SDK), scripts/verl-venv.sh (verl pins older transformers) and
 #                    scripts/tinker-venv.sh (tinker-cookbook caps transformers too),
-#                    scripts/nemo-gym-venv.sh (nemo-gym declares Python >= 3.13.14), and the
-#                    agent SDKs the gateway's tests run as clients, scripts/harness-venv.sh.
+#                    scripts/nemo-gym-venv.sh (nemo-gym declares Python >= 3.13.14), the
+#                    agent SDKs the gateway's tests run as clients, scripts/harness-venv.sh,
+#                    and smolagents (its MCP adapter needs mcp 1.x), scripts/smolagents-venv.sh.
 # torch is installed first with pip, pinned to the CPU build this workplace keeps on disk; the
 # package metadata does not pin it. The rest is installed by uv (from PyPI, into the venv), held
 # to the torch already there so that no other build of torch is ever fetched; set
@@ -43,7 +44,7 @@ if [ "$MODE" = test ]; then
   echo "setup: building the verifiers, veRL, Tinker, NeMo Gym and harness venvs from their locks, beside the Python install"
   ( bash scripts/verifiers-venv.sh && bash scripts/verl-venv.sh >/dev/null \
     && bash scripts/tinker-venv.sh >/dev/null && bash scripts/nemo-gym-venv.sh >/dev/null \
-    && bash scripts/harness-venv.sh >/dev/null ) &
+    && bash scripts/harness-venv.sh >/dev/null && bash scripts/smolagents-venv.sh >/dev/null ) &
   bridges_job=$!
 fi
 have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 from ors_gym import __version__
 from ors_gym.cli import eval as eval_command
-from ors_gym.cli import gateway, nemo_gym, serve, train, view
+from ors_gym.cli import gateway, harness, nemo_gym, serve, train, view
 from ors_gym.cli import list as list_command
 from ors_gym.cli._target import cwd_on_path
 from ors_gym.cli.args import (
@@ -49,6 +49,7 @@ SUBCOMMANDS: list[Callable[[Subparsers], None]] = [
     view.add_parser,
     gateway.add_parser,
     nemo_gym.add_parser,
+    harness.add_parser,
 ]
 
 
