@@ -7,7 +7,9 @@
 #   verifiers.lock  the verifiers bridge's own venv (scripts/verifiers-venv.sh --lock);
 #   verl.lock       the veRL bridge's own venv (scripts/verl-venv.sh --lock, which also rebuilds
 #                   that venv when its lock changed);
-#   tinker.lock     the Tinker bridge's own venv (scripts/tinker-venv.sh --lock, the same way).
+#   tinker.lock     the Tinker bridge's own venv (scripts/tinker-venv.sh --lock, the same way);
+#   nemo-gym.lock, harness.lock, smolagents.lock   the NeMo Gym bridge's and the agent SDKs'
+#                   venvs (scripts/nemo-gym-venv.sh, harness-venv.sh, smolagents-venv.sh --lock).
 # A fresh clone so gets what the suite was last run with; pyproject.toml keeps the library's own
 # ranges open. Run it after changing pyproject.toml's dependencies or extras, and to move to
 # newer releases.
@@ -41,4 +43,7 @@ echo "lock.sh: requirements/dev.lock: $(grep -c '==' requirements/dev.lock) pinn
 bash scripts/verifiers-venv.sh --lock >/dev/null
 bash scripts/verl-venv.sh --lock >/dev/null
 bash scripts/tinker-venv.sh --lock >/dev/null
-echo "lock.sh: requirements/verifiers.lock, verl.lock and tinker.lock refreshed"
+bash scripts/nemo-gym-venv.sh --lock >/dev/null
+bash scripts/harness-venv.sh --lock >/dev/null
+bash scripts/smolagents-venv.sh --lock >/dev/null
+echo "lock.sh: requirements/verifiers.lock, verl.lock, tinker.lock, nemo-gym.lock, harness.lock and smolagents.lock refreshed"
