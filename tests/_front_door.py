@@ -12,7 +12,9 @@ enforces:
   ``task_id`` then ``end``); any other request needs one it issued (404 else),
   except ``/health``; ``/delete_session`` forgets it;
 - with ``rate``: a token bucket per API key admits ``rate`` requests a second
-  (bursts up to ``burst``, default ``rate``); a request it has no token for is
+  (bursts up to ``burst``, default ``rate``; ``tokens`` in it at the key's first
+  request, default ``burst``: 0 is a key whose budget is spent, so its first request
+  is limited however fast or slow requests arrive); a request it has no token for is
   answered 429 with an honest ``Retry-After`` (the whole seconds until a token
   is due, at least 1) and spends none; ``admitted`` and ``limited`` count them;
 - every ``rate_limit_every``-th request is answered 429 with ``Retry-After``;
@@ -51,10 +53,10 @@ _HOP = frozenset({"host", "connection", "keep-alive", "transfer-encoding", "cont
 class _Bucket:
     """A token bucket: ``rate`` tokens a second, at most ``burst`` kept."""
 
-    def __init__(self, rate: float, burst: float) -> None:
+    def __init__(self, rate: float, burst: float, tokens: float) -> None:
         self.rate = rate
         self.burst = burst
-        self.tokens = burst
+        self.tokens = tokens
         self.last = time.monotonic()
 
     def take(self) -> float:
@@ -91,13 +93,14 @@ class FrontDoor:
         require_user_agent: bool = False,
         rate: float | None = None,
         burst: float | None = None,
+        tokens: float | None = None,
     ) -> None:
         self.deployments = dict(deployments)
         self.api_key = api_key
         self.rate_limit_every = rate_limit_every
         self.retry_after = retry_after
         self.require_user_agent = require_user_agent
-        self.rate, self.burst = rate, burst
+        self.rate, self.burst, self.tokens = rate, burst, tokens
         self.buckets: dict[str, _Bucket] = {}
         self.admitted = 0
         self.bad_gateway = 0
@@ -170,8 +173,9 @@ class FrontDoor:
             if not limited and self.rate is not None:
                 bucket = self.buckets.get(self.api_key)
                 if bucket is None:
-                    burst = self.rate if self.burst is None else self.burst
-                    bucket = self.buckets[self.api_key] = _Bucket(self.rate, burst)
+                    burst = self.burst_size()
+                    start = burst if self.tokens is None else self.tokens
+                    bucket = self.buckets[self.api_key] = _Bucket(self.rate, burst, start)
                 wait = bucket.take()
                 limited = wait > 0
                 retry_after = max(1, math.ceil(wait))

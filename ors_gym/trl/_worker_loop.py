@@ -87,19 +87,20 @@ async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, poo
                      ended: Callable[[], None]) -> list[EpisodeResult]:
     """Play the group's episodes free; ``ended()`` is called as each one ends."""
     n = settings.num_generations
-    batch = AsyncTokenBatch(tokenizer, max_tokens=settings.max_tokens, pool=pool,
-                            **settings.token_kwargs)
+    # ``max_tokens`` is the episode's sampled-token budget, counted here; the record's own
+    # ``max_tokens`` would charge the environment's ids between turns to it as well
+    batch = AsyncTokenBatch(tokenizer, max_tokens=None, pool=pool, **settings.token_kwargs)
     began = time.monotonic()
     returned: dict[int, float] = {}  # episode -> when its last sample came back
     tool_s: list[list[float]] = [[] for _ in range(n)]
     failed: set[int] = set()
     overflowed: set[int] = set()
+    sampled = [0] * n  # each episode's sampled ids so far (what max_tokens bounds)
 
     async def sample(turn: Turn) -> dict[str, Any] | str | None:
         if turn.index in returned:
             tool_s[turn.index].append(time.monotonic() - returned[turn.index])
-        traj = turn.trajectory
-        budget = settings.max_tokens - sum(len(r.completion_ids) for r in traj.rows)
+        budget = settings.max_tokens - sampled[turn.index]
         if settings.max_model_len is not None and settings.max_model_len - len(turn.ids) <= 0:
             overflowed.add(turn.index)  # ungraded: the model cannot go on
             return stops.CONTEXT_OVERFLOW
@@ -120,6 +121,7 @@ async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, poo
             raise
         hooks.beat()
         returned[turn.index] = time.monotonic()
+        sampled[turn.index] += len(got.ids)
         return {"ids": got.ids, "logprobs": got.logprobs, "policy_version": version}
 
     results: list[EpisodeResult | None] = [None] * n

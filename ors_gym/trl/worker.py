@@ -41,9 +41,10 @@ class OrsRolloutWorker:
     ``tokenizer``: the policy's; its model family is read as ``TokenEnv`` reads it
     (``renderer``, ``system`` and ``chat_template_kwargs`` are ``TokenEnv``'s).
     ``sampler``: a :class:`~ors_gym.sampling.TokenSampler` (the worker closes its client
-    when it stops). ``max_tokens``: each episode's sampled-token budget (all turns);
-    ``max_model_len``: the server's context, so no turn asks past it (an episode with no
-    room left ends with ``max_tokens``). ``max_episodes``: episodes in flight at once (at
+    when it stops). ``max_tokens``: each episode's sampled-token budget (all turns; the
+    environment's tokens between them are not charged to it); ``max_model_len``: the
+    server's context, so no turn asks past it (an episode with no room left ends with
+    ``context_overflow``, ungraded). ``max_episodes``: episodes in flight at once (at
     least ``num_generations``: a group starts when all its episodes fit).
     ``max_staleness``: a group whose oldest turn is more versions behind the live policy
     than this when it is scored is dropped (set it to the trainer's ``max_staleness``;
@@ -115,7 +116,7 @@ class OrsRolloutWorker:
         self._progress = time.monotonic()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._main: asyncio.Task[None] | None = None
+        self._work: asyncio.Task[None] | None = None  # run_groups, cancelled once to end
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._stopping = False
@@ -147,13 +148,13 @@ class OrsRolloutWorker:
     def stop(self) -> None:
         """Cancel every episode (each gives its session back), close the environment pool
         and the sampler's client, and end the thread. Safe twice."""
-        thread, loop, main = self._thread, self._loop, self._main
+        thread, loop = self._thread, self._loop
         self._stopping = True
         if thread is None:
             return
-        if loop is not None and main is not None and not loop.is_closed():
+        if loop is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(main.cancel)
+                loop.call_soon_threadsafe(self._end_work)
             except RuntimeError:  # the loop closed meanwhile
                 pass
         thread.join(_STOP_TIMEOUT_S)
@@ -184,34 +185,45 @@ class OrsRolloutWorker:
             with asyncio.Runner() as runner:
                 runner.run(self._serve(sample_class))
         except BaseException as exc:
-            self._error = exc
-            logger.error("OrsRolloutWorker's loop died: %r", exc, exc_info=exc)
+            if self._error is None:  # the first failure is the cause; keep it
+                self._error = exc
+            logger.error("OrsRolloutWorker's loop died: %r", self._error,
+                         exc_info=self._error)
         finally:
             self._ready.set()
 
     async def _serve(self, sample_class: type) -> None:
+        """Run the groups in a task of their own, so that ending them (``stop()``, a
+        fatal error) cancels that task once and never this one: the pool's and the
+        sampler's closing below run to their end."""
         self._loop = asyncio.get_running_loop()
-        self._main = asyncio.current_task()
         hooks = _Hooks(lambda: self._version, self._beat, self._emit, self._push_metrics,
                        self._idle)
+        self._work = asyncio.create_task(run_groups(
+            self._rows, self.tokenizer, self.sampler, self.settings, hooks, sample_class,
+            self._fatal))
         self._ready.set()
         try:
-            await run_groups(self._rows, self.tokenizer, self.sampler, self.settings, hooks,
-                             sample_class, self._fatal)
+            await self._work
         except asyncio.CancelledError:
             if self._error is not None:
                 raise self._error from None
             if not self._stopping:
                 raise
         finally:
-            await asyncio.shield(self.sampler.aclose())
+            await self.sampler.aclose()
+
+    def _end_work(self) -> None:
+        """Cancel the groups' task, once: a second cancel would cut its cleanup short."""
+        work = self._work
+        if work is not None and not work.done() and not work.cancelling():
+            work.cancel()
 
     def _fatal(self, exc: BaseException) -> None:
         """A group task failed for a reason of its own (not an episode's): the loop ends."""
         if self._error is None:
             self._error = exc
-        if self._main is not None:
-            self._main.cancel()
+        self._end_work()
 
     def _idle(self) -> None:
         self._played = True

@@ -486,3 +486,108 @@ def test_an_orsspec_gives_its_rows_and_bad_arguments_are_named(
 
     with pytest.raises(ValueError, match="RolloutSample carries no images"):
         OrsRolloutWorker(relay, qwen_processor(tok), sampler)
+
+
+def test_max_tokens_counts_the_sampled_tokens_only(tok: Any, relay: list[EpisodeRow]) -> None:
+    """Three turns an episode (go, go, answer). Measured on a first group: each turn's
+    sampled ids. ``max_tokens`` their sum: every episode plays its three turns, each
+    request asking for what is left of the sampled budget (the environment's ids between
+    turns are not charged to it). ``max_tokens`` the first two turns' sum: no third turn
+    is asked for, and the episodes end with ``max_tokens``."""
+    Relay.SLOW.set()
+
+    def script(prompt: list[int], text: str) -> str:
+        if text.count("went fast") >= 2:
+            return _end(tok, tool_call_text("answer", {"text": "yes"}))
+        return _end(tok, tool_call_text("go", {"speed": "fast"}))
+
+    def turn_of(r: Recorded) -> int:
+        return tok.decode(r.prompt_ids, skip_special_tokens=False).count("went fast")
+
+    reports = []
+    with TokenServer(tok, script) as server:
+        for run in range(3):
+            if run == 0:
+                budget = 256
+            else:
+                lengths = {turn_of(r): len(r.ids) for r in server.requests}
+                assert sorted(lengths) == [0, 1, 2]
+                budget = sum(lengths.values()) if run == 1 else lengths[0] + lengths[1]
+            before = len(server.requests)
+            worker = OrsRolloutWorker(relay[:1], tok, VllmCompletions(server.base_url, "tiny"),
+                                      num_generations=2, max_groups=1, max_tokens=budget)
+            worker.start()
+            try:
+                reports.append(worker.metrics_queue.get(timeout=BOUND_S))
+            finally:
+                worker.stop()
+            asked = sorted((turn_of(r), r.body["max_tokens"]) for r in server.requests[before:])
+            left = [budget, budget - lengths[0], budget - lengths[0] - lengths[1]] if run else []
+            if run == 1:
+                assert asked == [(k, left[k]) for k in (0, 0, 1, 1, 2, 2)]
+            if run == 2:
+                assert asked == [(k, left[k]) for k in (0, 0, 1, 1)]
+    full, exact, short = reports
+    assert full["rollout/stop_env_ended_frac"] == exact["rollout/stop_env_ended_frac"] == (2.0, 2.0)
+    assert full["rollout/turns_mean"] == exact["rollout/turns_mean"] == (6.0, 2.0)
+    assert short["rollout/stop_max_tokens_frac"] == (2.0, 2.0)
+    assert short["rollout/turns_mean"] == (4.0, 2.0)
+    assert Relay.live == 0
+
+
+class _SlowClose(VllmCompletions):
+    """vLLM's sampler whose ``aclose`` waits for the test: ``closing`` is set when it
+    starts, and it goes on when the test sets ``release`` (on the worker's loop)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.closing = threading.Event()
+        self.release: asyncio.Event | None = None
+        self.closed = False
+
+    async def aclose(self) -> None:
+        self.release = asyncio.Event()
+        self.closing.set()
+        await self.release.wait()
+        await super().aclose()
+        self.closed = True
+
+
+def test_stop_right_after_the_loop_died_keeps_the_cause_and_closes_the_sampler(
+        tok: Any, relay: list[EpisodeRow], caplog: pytest.LogCaptureFixture) -> None:
+    """As TRL's trainer does: the loop dies (``score_group=True`` on an environment that
+    does not score groups) and ``stop()`` comes while the sampler is still closing. The
+    close finishes, and the first failure stays the cause, in ``check_health`` and the
+    log."""
+    Relay.SLOW.set()
+
+    def script(prompt: list[int], text: str) -> str:
+        if "went" in text:
+            return _end(tok, tool_call_text("answer", {"text": "yes"}))
+        return _end(tok, tool_call_text("go", {"speed": "fast"}))
+
+    with TokenServer(tok, script) as s, caplog.at_level("ERROR", logger="ors_gym"):
+        sampler = _SlowClose(s.base_url, "tiny")
+        worker = OrsRolloutWorker(relay[:1], tok, sampler, num_generations=2, score_group=True)
+        worker.start()
+        assert sampler.closing.wait(BOUND_S)  # the loop died and is closing the sampler
+        stopping = threading.Thread(target=worker.stop)
+        stopping.start()
+        for _ in range(int(BOUND_S * 100)):  # until stop() has asked the loop to end
+            if worker._stopping:
+                break
+            threading.Event().wait(0.01)
+        loop, release = worker._loop, sampler.release
+        assert loop is not None and release is not None
+        loop.call_soon_threadsafe(release.set)  # after stop()'s request, on the same loop
+        stopping.join(BOUND_S)
+        assert not stopping.is_alive()
+    assert sampler.closed
+    with pytest.raises(RuntimeError, match="OrsRolloutWorker failed") as info:
+        worker.check_health(60.0)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert "does not score groups" in str(info.value.__cause__)
+    died = [r.getMessage() for r in caplog.records if "loop died" in r.getMessage()]
+    assert len(died) == 1 and "does not score groups" in died[0], died
+    assert "CancelledError" not in died[0]
+    assert Relay.live == 0

@@ -2,16 +2,20 @@
 
 The door (``tests/_front_door.py``) admits ``RATE`` requests a second per API
 key with a token bucket and answers the rest 429 with an honest
-``Retry-After``; an SDK server stands behind it. 32 episodes at once ask far
-more than that: every one finishes, each tool runs once, every session id is
-given back, the wall time stays near the floor the rate sets, and the waiting
-is told in one WARNING per episode of waiting, not one per request.
+``Retry-After``; an SDK server stands behind it. The key's bucket starts empty
+(another process of the key has spent its budget), so the door limits the
+first request whatever the machine's speed: that the door limited is the
+tests' own setting, not a race. 32 episodes through it: every one finishes,
+each tool runs once, every session id is given back, no request got through
+sooner than the rate allows, and the waiting is told in WARNINGs that count
+every 429 once, not one WARNING per request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import time
 import uuid
@@ -36,7 +40,7 @@ ENVS = 32
 @pytest.fixture
 def door() -> Iterator[tuple[FrontDoor, str]]:
     with ServerThread([TEST_ENVS["Echo"]]) as echo:
-        app = FrontDoor({DEPLOYMENT: echo.url}, KEY, rate=RATE)
+        app = FrontDoor({DEPLOYMENT: echo.url}, KEY, rate=RATE, tokens=0)
         with UvicornThread(app) as srv:
             yield app, srv.url
 
@@ -74,15 +78,19 @@ def test_32_episodes_under_one_keys_rate_limit_all_finish(
                   if s.path == "/delete_session" and s.status == 200]
     created = [s for s in seen if s.path == "/create_session" and s.status == 200]
     assert len(given_back) == len(set(given_back)) == len(created)
-    assert app.limited > ENVS  # the door really held the process back
-    floor = (app.admitted - app.burst_size()) / RATE
-    assert elapsed >= floor
-    assert elapsed < 2 * floor + 1.0, (elapsed, floor)  # not much later than asked
+    assert app.limited >= 1  # certain: the bucket was empty at the first request
+    assert elapsed >= app.admitted / RATE  # every admitted request's token was refilled
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     told = [w for w in warnings if "rate-limited this process" in w]
-    assert 1 <= len(told) <= 3 and len(warnings) == len(told), warnings
-    assert "met 429 Too Many Requests" in told[0] and "Retry-After up to 1 s" in told[0]
-    assert "every one then got through" in told[-1]
+    assert told and len(warnings) == len(told), warnings
+    counts = [re.search(r"(\d+) requests met 429 Too Many Requests (\d+) times", w)
+              for w in told]
+    assert all(counts), told
+    # every 429 the door sent is told once, in a WARNING per episode of waiting
+    assert sum(int(c[2]) for c in counts if c) == app.limited
+    assert all(int(c[1]) <= int(c[2]) for c in counts if c)
+    assert all("Retry-After up to 1 s" in w and "every one then got through" in w
+               for w in told)
     assert KEY not in " ".join(warnings)
 
 
@@ -95,6 +103,7 @@ def test_a_vector_env_of_32_resets_through_the_rate_limit(door: tuple[FrontDoor,
         assert len(infos["env_name"]) == ENVS
     finally:
         vec.close()
-    assert app.limited > 0
+    assert app.limited >= 1  # certain: the bucket was empty at the first request
     seen = app.requests()
+    assert sum(s.path == "/create_session" and s.status == 200 for s in seen) >= ENVS
     assert not {s for s in app.issued if any(r.headers.get("x-session-id") == s for r in seen)}

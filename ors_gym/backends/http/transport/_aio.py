@@ -8,7 +8,10 @@ with hundreds of sessions stepping on one loop that was a large share of the
 client's CPU. ``AsyncioBackend`` implements httpcore's public
 ``AsyncNetworkBackend`` on an ``asyncio.Protocol``: the loop hands it what it
 reads, a read that finds bytes waiting returns them without suspending, and a
-timeout is one timer handle. ``_http11.Http11Pool`` opens its connections
+timeout is one timer handle. What httpcore writes in one go (a request's head,
+then its body) leaves in one send, when it reads the answer or at the loop's next
+pass: a request is one segment, and an idle server is woken once for it, not
+once for its head and again for its body. ``_http11.Http11Pool`` opens its connections
 with it (``httpx.AsyncHTTPTransport`` takes no network backend). It runs on
 Linux, macOS and Windows: the idle check uses ``select.poll`` where it exists
 and ``select.select`` elsewhere.
@@ -30,6 +33,9 @@ __all__ = ["AsyncioBackend", "AsyncioStream", "fd_readable", "poll_readable", "s
 
 #: Bytes buffered from a connection nobody reads before the loop stops reading it.
 _HIGH_WATER = 256 * 1024
+#: Bytes written and not yet sent beyond which a write sends at once (and waits for the
+#: socket to drain, if it must).
+_COALESCE_MAX = 64 * 1024
 #: Delay before trying the next address of a host (RFC 8305's 250 ms, as anyio).
 _HAPPY_EYEBALLS_S = 0.25
 
@@ -55,6 +61,9 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
         self._drained: asyncio.Future[None] | None = None
         self._paused_writing = False
         self._paused_reading = False
+        self._unsent: list[bytes] = []  # written, sent together at the next read or pass
+        self._unsent_size = 0
+        self._flush_due: asyncio.Handle | None = None
 
     # -- the loop's side (asyncio.Protocol) -----------------------------------------------
 
@@ -101,6 +110,7 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
     # -- httpcore's side (AsyncNetworkStream) ---------------------------------------------
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        self._flush()
         if not self._chunks and not self._eof:
             await self._wait_for_data(timeout)
         if self._chunks:
@@ -145,7 +155,13 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
             raise httpcore.WriteError(
                 str(self._lost) if self._lost is not None else "the connection is closed"
             )
-        transport.write(buffer)
+        self._unsent.append(buffer)
+        self._unsent_size += len(buffer)
+        if self._unsent_size < _COALESCE_MAX:
+            if self._flush_due is None:
+                self._flush_due = self._loop.call_soon(self._flush)
+            return
+        self._flush()
         if self._paused_writing:
             drained = self._drained = self._loop.create_future()
             await _until(self._loop, drained, timeout, httpcore.WriteTimeout)
@@ -155,8 +171,24 @@ class AsyncioStream(asyncio.Protocol, httpcore.AsyncNetworkStream):
     async def aclose(self) -> None:
         self.close()
 
+    def _flush(self) -> None:
+        """Send what was written, in one piece (dropped if the connection is closing: the
+        next read says why)."""
+        if self._flush_due is not None:
+            self._flush_due.cancel()
+            self._flush_due = None
+        if not self._unsent:
+            return
+        data = self._unsent[0] if len(self._unsent) == 1 else b"".join(self._unsent)
+        self._unsent.clear()
+        self._unsent_size = 0
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.write(data)
+
     def close(self) -> None:
         """Close the connection now (the loop closes the socket once its buffer is sent)."""
+        self._flush()
         transport = self._transport
         if transport is not None and not transport.is_closing():
             transport.close()
