@@ -159,8 +159,8 @@ def _counting_server() -> Iterator[tuple[str, _Counting]]:
 
 
 def verl_rows(samples: int = SAMPLES) -> list[dict[str, Any]]:
-    """Connections and discoveries per ``samples`` samples (in waves of WAVE), one AsyncOrsEnv per sample vs the
-    shared backends."""
+    """Connections and discoveries per ``samples`` samples (in waves of WAVE), one
+    AsyncOrsEnv per sample vs the shared backends."""
     from ors_gym import AsyncOrsEnv
     from ors_gym.envs.testing import register_test_envs
     from ors_gym.registration import async_env_arguments

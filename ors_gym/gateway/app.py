@@ -8,7 +8,8 @@ paths): ``POST /s/{sid}/v1/chat/completions`` and ``/v1/chat/completions``
 ``{"id", "api_key", "openai_base_url", "anthropic_base_url"}``), ``GET
 /sessions/{sid}`` (its trajectory as JSON), ``POST /sessions/{sid}/close`` with
 ``{"rewards": [...]}`` (ends it; its trajectory), ``DELETE /sessions/{sid}``.
-With ``admin_key`` set, the session API asks for it as a bearer token.
+With ``admin_key`` set, the session API asks for it as a bearer token. ``GET /health``
+answers 200 once the app serves: a readiness probe that needs no key and opens nothing.
 """
 
 from __future__ import annotations
@@ -116,7 +117,11 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(trajectory_json(traj))
 
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": gateway.model})
+
     routes = [
+        Route("/health", health, methods=["GET"]),
         Route("/sessions", open_session, methods=["POST"]),
         Route("/sessions/{sid}", session, methods=["GET", "DELETE"]),
         Route("/sessions/{sid}/close", close, methods=["POST"]),
