@@ -32,6 +32,12 @@ NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "t
 SEPARATE = ("learn_tokens",)
 
 
+def _gateway_quick() -> dict[str, Any]:
+    from benchmarks.bench_gateway import QUICK
+
+    return dict(QUICK)
+
+
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
     """Each module's ``run`` settings for ``quick``, ``default`` or ``full``."""
     table: dict[str, dict[str, dict[str, Any]]] = {
@@ -52,8 +58,7 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "async": {"quick": {"groups": (4,), "rounds": 1, "quick": True}, "default": {},
                   "full": {"rounds": 5}},
         "free": {"quick": {"sizes": (8,), "rounds": 1}, "default": {}, "full": {}},
-        "gateway": {"quick": {"rounds": 1, "turns": 3, "sessions": (1, 8)}, "default": {},
-                    "full": {}},
+        "gateway": {"quick": _gateway_quick(), "default": {}, "full": {}},
     }
     return table[name][mode]
 

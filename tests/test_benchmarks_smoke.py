@@ -249,10 +249,15 @@ def test_gateway_rows_compare_its_own_cost_with_the_backend() -> None:
     pytest.importorskip("starlette")
     from benchmarks import bench_gateway
 
-    rows = bench_gateway.run(rounds=1, turns=2, sessions=(2,))
+    rows = bench_gateway.run(rounds=1, turns=2, sessions=(3,), cost_ms=50.0, session_turns=2)
     _check_rows(rows, "gateway")
     assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "turns/s"]
-    assert rows[2]["sessions"] == 2 and rows[2]["baseline"] == 2 * 1000 / bench_gateway.COST_MS
+    sessions = rows[2]
+    assert sessions["sessions"] == 3 and sessions["baseline"] == 3 * 1000 / 50.0
+    assert sessions["agent_processes"] == bench_gateway.AGENT_PROCESSES
+    assert sessions["turn_ms_p50"] >= 50.0  # a turn takes at least the sampler's time
+    assert sessions["server_cpu_ms_per_turn"] > 0
+    assert len(bench_gateway.verdicts(rows)) == 1  # no target at 3 sessions
 
 
 def test_vector_rows_of_the_baselines_and_httpx_pool() -> None:

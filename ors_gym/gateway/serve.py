@@ -50,7 +50,7 @@ def serve_forever(gateway: Gateway, host: str, port: int, *,
     from ors_gym.gateway.app import build_app
 
     config = uvicorn.Config(build_app(gateway, admin_key=admin_key), host=host, port=port,
-                            log_level="warning", timeout_keep_alive=60)
+                            log_level="warning", access_log=False, timeout_keep_alive=60)
     server = uvicorn.Server(config)
     original = server.startup
 
