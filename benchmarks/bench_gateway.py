@@ -3,13 +3,14 @@
 Own cost: one agent (raw HTTP, OpenAI Chat Completions) plays ``TURNS`` turns of a
 growing tool-calling conversation through the gateway, whose backend is a
 vLLM-shaped ``/v1/completions`` stand-in answering scripted ids at once (so the
-backend's time is its serving floor: HTTP and JSON, no model). After each turn the
+backend's time is its serving floor: HTTP and JSON, no model); the agent, the gateway
+and the backend each run in a process of their own, as deployed. After each turn the
 same prompt ids the gateway sent are posted to the backend directly; the gateway's
-own time per turn is the gateway turn minus that direct call (rendering the new
-messages, parsing the completion, the reply, its own HTTP hop). Reported: median
-per turn over all turns and rounds, and the ratio own / backend, both from this run.
-A real model's turn takes far longer than this backend's floor, so the ratio bounds
-the gateway's share of a turn from above.
+own time per turn is the gateway turn minus that direct call (its HTTP hop in, reading
+the request, rendering the new messages, its call to the backend, parsing the
+completion, the reply). Reported: median per turn over all turns and rounds, and the
+ratio own / backend, both from this run. A real model's turn takes far longer than
+this backend's floor, so the ratio bounds the gateway's share of a turn from above.
 
 Sessions per process: the gateway runs in a child process over a stand-in sampler
 that awaits ``COST_MS`` (2 s) a turn in the gateway (no HTTP: a GPU's time, so what
@@ -43,7 +44,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -130,30 +132,73 @@ def _next(messages: list[dict[str, Any]], answer: dict[str, Any], turn: int) -> 
                          "content": f"The counter is now {5 * turn}."})
 
 
-def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
-    """Rows: the gateway's own time per turn against the backend's, medians in µs."""
-    import httpx
+@contextmanager
+def _child(*args: str) -> Iterator[tuple[str, int]]:
+    """``python -m benchmarks.bench_gateway ARGS`` in a process of its own: yields the URL
+    it prints once serving and its pid; its stdin closed on exit stops it."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_gateway", *args],
+                            cwd=ROOT, env=child_env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url.startswith("http"):
+            raise RuntimeError(f"the child {args[0]} did not start (exit {proc.wait()})")
+        yield url, proc.pid
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def backend_child(ids: list[int]) -> None:
+    """The backend's process: the vLLM-shaped stand-in answering ``ids``."""
+    with _Served(_backend_app(ids)) as url:
+        print(url, flush=True)
+        sys.stdin.read()
+
+
+def gateway_child(tokenizer_dir: str, backend_url: str) -> None:
+    """The gateway's process, over the backend at ``backend_url`` (vLLM's client)."""
+    from transformers import AutoTokenizer
 
     from ors_gym.gateway import Gateway, GatewayThread
     from ors_gym.sampling import VllmCompletions
 
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir)
+    gateway = Gateway(tok, VllmCompletions(backend_url, "tiny"), model="tiny")
+    with GatewayThread(gateway) as served:
+        print(served.url, flush=True)
+        sys.stdin.read()
+
+
+def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
+    """Rows: the gateway's own time per turn against the backend's, medians in µs. The
+    agent (this process), the gateway and the backend each run in a process of their
+    own, as deployed."""
+    import json
+    import tempfile
+
+    import httpx
+
     tok, reply = _tokenizer()
-    with _Served(_backend_app(_reply_ids(tok, reply))) as backend_url:
-        gateway = Gateway(tok, VllmCompletions(backend_url, "tiny"), model="tiny")
-        with GatewayThread(gateway), httpx.Client() as http:
+    with tempfile.TemporaryDirectory() as folder:
+        tok.save_pretrained(folder)
+        with _child("--backend", json.dumps(_reply_ids(tok, reply))) as (backend_url, _), \
+                _child("--gateway", folder, backend_url) as (url, _), httpx.Client() as http:
             through, direct = [], []
             for _ in range(rounds + 1):  # the first round warms caches and is dropped
-                session = gateway.open_session()
-                url = f"{session.openai_base_url}/chat/completions"
+                session = http.post(f"{url}/sessions").json()
+                chat = f"{session['openai_base_url']}/chat/completions"
                 messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
                 g_round, b_round = [], []
                 for turn in range(1, turns + 1):
                     start = time.perf_counter()
-                    answer = http.post(url, json={"model": "tiny", "messages": messages,
-                                                  "tools": TOOLS}).json()
+                    answer = http.post(chat, json={"model": "tiny", "messages": messages,
+                                                   "tools": TOOLS}).json()
                     g_round.append(time.perf_counter() - start)
-                    traj = gateway.trajectory(session.id)
-                    row_ids = traj.rows[-1].ids
+                    last = http.get(f"{url}/sessions/{session['id']}").json()["rows"][-1]
+                    row_ids = [*last["prompt_ids"], *last["completion_ids"]]
                     prompt = row_ids[: len(row_ids) - answer["usage"]["completion_tokens"]]
                     start = time.perf_counter()
                     http.post(f"{backend_url}/v1/completions", json={
@@ -161,7 +206,7 @@ def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
                         "return_token_ids": True, "logprobs": 0}).raise_for_status()
                     b_round.append(time.perf_counter() - start)
                     _next(messages, answer, turn)
-                gateway.drop_session(session.id)
+                http.delete(f"{url}/sessions/{session['id']}")
                 through.append(g_round)
                 direct.append(b_round)
     through, direct = through[1:], direct[1:]
@@ -378,9 +423,19 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"session counts of the sessions rows (default {SESSIONS})")
     parser.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--agents", nargs=5, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--backend", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--gateway", nargs=2, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve is not None:
         serve_child(args.serve)
+        return 0
+    if args.backend is not None:
+        import json
+
+        backend_child(json.loads(args.backend))
+        return 0
+    if args.gateway is not None:
+        gateway_child(*args.gateway)
         return 0
     if args.agents is not None:
         url, n, turns, cost, seed = args.agents

@@ -99,13 +99,10 @@ class _HttpSampler:
                                    "make one sampler per loop")
             self._client = self._gate = None
         if self._client is None or self._gate is None:
-            from ors_gym.backends.http import pooled_transport
-
-            # The package's lean HTTP/1.1 pool (the proxy variables honoured as httpx does):
-            # a sample's own CPU is much of a gateway turn's.
-            pool = pooled_transport(self.max_in_flight, self.max_in_flight)
+            limits = httpx.Limits(max_connections=self.max_in_flight,
+                                  max_keepalive_connections=self.max_in_flight)
             self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout,
-                                             transport=pool)
+                                             limits=limits)
             self._gate = asyncio.Semaphore(self.max_in_flight)
             self._loop = loop
         return self._client, self._gate
