@@ -27,7 +27,15 @@ from benchmarks._common import RESULTS, format_rows, row, write_json
 
 Rows = list[dict[str, Any]]
 NAMES = ("http", "inprocess", "vector", "decode", "scaling", "soak", "scale", "trl", "tokens",
-         "sse", "batch", "async")
+         "sse", "batch", "async", "free", "gateway")
+#: Modules under benchmarks/ the runner leaves out: a learning curve of minutes, not a ratio.
+SEPARATE = ("learn_tokens",)
+
+
+def _gateway_quick() -> dict[str, Any]:
+    from benchmarks.bench_gateway import QUICK
+
+    return dict(QUICK)
 
 
 def _kwargs(name: str, mode: str) -> dict[str, Any]:
@@ -49,6 +57,8 @@ def _kwargs(name: str, mode: str) -> dict[str, Any]:
         "batch": {"quick": {"groups": (8,), "rounds": 1}, "default": {}, "full": {}},
         "async": {"quick": {"groups": (4,), "rounds": 1, "quick": True}, "default": {},
                   "full": {"rounds": 5}},
+        "free": {"quick": {"sizes": (8,), "rounds": 1}, "default": {}, "full": {}},
+        "gateway": {"quick": _gateway_quick(), "default": {}, "full": {}},
     }
     return table[name][mode]
 
@@ -139,6 +149,8 @@ BENCHMARKS: dict[str, tuple[str, Callable[[Rows], Rows]]] = {
     "sse": ("benchmarks.bench_sse", _same),
     "batch": ("benchmarks.bench_batch", _same),
     "async": ("benchmarks.bench_async", _same),
+    "free": ("benchmarks.bench_free", _same),
+    "gateway": ("benchmarks.bench_gateway", _same),
 }
 
 

@@ -110,9 +110,9 @@ def _corpus(env_ids: Sequence[str], replies: Sequence[str], tasks: int,
 
 
 def tokenizer(env_ids: Sequence[str], replies: Sequence[str], *, vocab: int = 600,
-              tasks: int = 3, family: str = "qwen3") -> Any:
+              tasks: int = 3, family: str = "qwen3", added: Sequence[str] = ()) -> Any:
     """A ``PreTrainedTokenizerFast`` over text of ``env_ids``' first ``tasks`` tasks, with
-    ``family``'s chat template and single-id tokens."""
+    ``family``'s chat template and single-id tokens (and ``added`` as single ids too)."""
     from tokenizers import AddedToken, Tokenizer, decoders, pre_tokenizers, trainers
     from tokenizers import models as tok_models
     from transformers import PreTrainedTokenizerFast
@@ -124,8 +124,9 @@ def tokenizer(env_ids: Sequence[str], replies: Sequence[str], *, vocab: int = 60
     bpe.train_from_iterator(_corpus(env_ids, replies, tasks, family), trainers.BpeTrainer(
         vocab_size=vocab, special_tokens=[*SPECIAL, *fam.special], show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    if fam.added:
-        bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in fam.added])
+    extra = [*fam.added, *(t for t in added if t not in fam.added)]
+    if extra:
+        bpe.add_tokens([AddedToken(t, special=False, normalized=False) for t in extra])
     return PreTrainedTokenizerFast(
         tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         bos_token=None, chat_template=_template(family))

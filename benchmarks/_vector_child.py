@@ -76,10 +76,14 @@ def _pool_is_httpx_own() -> None:
     import ors_gym.backends.http as http
 
     def pooled(max_connections: int | None = None,
-               max_keepalive_connections: int | None = None) -> httpx.AsyncBaseTransport:
-        limits = httpx.Limits(max_connections=max_connections,
+               max_keepalive_connections: int | None = None, *,
+               max_connections_per_host: int | None = None,
+               trust_env: bool = True) -> httpx.AsyncBaseTransport:
+        # httpx's pool has no per-host bound; with one server, max_connections is it.
+        bound = min(filter(None, (max_connections, max_connections_per_host)), default=None)
+        limits = httpx.Limits(max_connections=bound,
                               max_keepalive_connections=max_keepalive_connections)
-        return httpx.AsyncHTTPTransport(limits=limits)
+        return httpx.AsyncHTTPTransport(limits=limits, trust_env=trust_env)
 
     http.pooled_transport = pooled  # type: ignore[assignment]
 

@@ -158,9 +158,9 @@ def _counting_server() -> Iterator[tuple[str, _Counting]]:
         thread.join(timeout=10)
 
 
-def verl_rows() -> list[dict[str, Any]]:
-    """Connections and discoveries per 100 samples, one AsyncOrsEnv per sample vs the
-    shared backends."""
+def verl_rows(samples: int = SAMPLES) -> list[dict[str, Any]]:
+    """Connections and discoveries per ``samples`` samples (in waves of WAVE), one
+    AsyncOrsEnv per sample vs the shared backends."""
     from ors_gym import AsyncOrsEnv
     from ors_gym.envs.testing import register_test_envs
     from ors_gym.registration import async_env_arguments
@@ -193,7 +193,7 @@ def verl_rows() -> list[dict[str, Any]]:
                     await batch.close()
 
             async def run(one: Any = old_way if case.startswith("a ") else new_way) -> None:
-                for _ in range(SAMPLES // WAVE):
+                for _ in range(samples // WAVE):
                     await asyncio.gather(*(one() for _ in range(WAVE)))
                 await shared_pool().aclose()
 
@@ -204,9 +204,9 @@ def verl_rows() -> list[dict[str, Any]]:
     rows = []
     for case, (conns, disc) in counts.items():
         rows.append(row("batch", f"veRL {case}: connections", conns, old_c, conns / old_c,
-                        f"/{SAMPLES}", "a backend per sample", samples=SAMPLES, wave=WAVE))
+                        f"/{samples}", "a backend per sample", samples=samples, wave=WAVE))
         rows.append(row("batch", f"veRL {case}: discoveries", disc, old_d, disc / old_d,
-                        f"/{SAMPLES}", "a backend per sample", samples=SAMPLES, wave=WAVE))
+                        f"/{samples}", "a backend per sample", samples=samples, wave=WAVE))
     return rows
 
 
@@ -229,9 +229,10 @@ def baseline(ref: str, argv: list[str]) -> tuple[list[dict[str, Any]], str]:
         return json.loads(out.read_text()), commit
 
 
-def run(groups: tuple[int, ...] = (8, 32), rounds: int = 2) -> list[dict[str, Any]]:
-    """The rollout rows (no baseline tree) and the veRL counts."""
-    return rollout_rows(list(groups), rounds) + verl_rows()
+def run(groups: tuple[int, ...] = (8, 32), rounds: int = 2, samples: int = SAMPLES
+        ) -> list[dict[str, Any]]:
+    """The rollout rows (no baseline tree) and the veRL counts over ``samples`` samples."""
+    return rollout_rows(list(groups), rounds) + verl_rows(samples)
 
 
 def main(argv: list[str] | None = None) -> int:

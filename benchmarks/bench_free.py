@@ -70,8 +70,9 @@ async def _group(url: str, tok: Any, delays: list[list[int]], free: bool) -> flo
         return time.perf_counter() - start
 
 
-def run(sizes: tuple[int, ...] = (8, 32), rounds: int = 3, seed: int = 0
-        ) -> list[dict[str, Any]]:
+def run(sizes: tuple[int, ...] = (8, 32), rounds: int = 3, seed: int = 0,
+        delays_ms: tuple[int, int] = (100, 2000)) -> list[dict[str, Any]]:
+    """Rows per N; every call's delay drawn from ``delays_ms`` (low, high)."""
     from ors_gym.envs.testing import register_test_envs
 
     register_test_envs()
@@ -82,7 +83,7 @@ def run(sizes: tuple[int, ...] = (8, 32), rounds: int = 3, seed: int = 0
         for n in sizes:
             free_x, lock_x, vs = [], [], []
             for _ in range(rounds):
-                delays = [[rng.randint(100, 2000) for _ in range(TURNS)] for _ in range(n)]
+                delays = [[rng.randint(*delays_ms) for _ in range(TURNS)] for _ in range(n)]
                 floor = max(sum(d) for d in delays) / 1000
                 free = asyncio.run(_group(url, tok, delays, free=True))
                 lock = asyncio.run(_group(url, tok, delays, free=False))

@@ -15,7 +15,8 @@ a non-canonical encoding stays one), or a ``Fail(status)`` answered as that HTTP
 The reply is cut after the first of the request's stop ids (kept) and then at
 ``max_tokens`` (finish "length"; otherwise "stop"). Every completion token's logprob is
 ``token_logprob(id, position)``, position counted from the prompt's start, so a test
-computes the expected numbers itself. ``requests`` records each request (path, body,
+computes the expected numbers itself (``logprobs = False``: none are given, even when
+asked, as a server run without them answers). ``requests`` records each request (path, body,
 arrival and answer times, the answered ids), ``gate`` (a ``threading.Event``) holds every
 answer until set when a test needs one, and ``max_in_flight`` says how many were held at once.
 """
@@ -78,6 +79,7 @@ class TokenServer:
         self.requests: list[Recorded] = []
         self.gate = threading.Event()
         self.gate.set()
+        self.logprobs = True  # give logprobs when asked
         self.in_flight = 0
         self.max_in_flight = 0  # the most requests held at once
         self._lock = threading.Lock()
@@ -168,7 +170,7 @@ class TokenServer:
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish,
                                   "token_ids": ids if body.get("return_token_ids") else None,
                                   "logprobs": None}
-        if body.get("logprobs") is not None:
+        if body.get("logprobs") is not None and self.logprobs:
             choice["logprobs"] = {"token_logprobs": logprobs,
                                   "tokens": [self.tokenizer.decode([t]) for t in ids]}
         record.answered = time.monotonic()
@@ -189,7 +191,7 @@ class TokenServer:
         record, ids, logprobs, finish = done
         meta: dict[str, Any] = {"prompt_tokens": len(prompt), "completion_tokens": len(ids),
                                 "finish_reason": {"type": finish}}
-        if body.get("return_logprob"):
+        if body.get("return_logprob") and self.logprobs:
             meta["output_token_logprobs"] = [[lp, t, None] for lp, t in zip(logprobs, ids,
                                                                              strict=True)]
         record.answered = time.monotonic()

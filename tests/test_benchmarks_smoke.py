@@ -1,4 +1,5 @@
-"""Smoke test of the benchmark entry point and its newer modules: tiny counts, row shapes only.
+"""Smoke test of the benchmark entry point and every module under ``benchmarks/``: each
+runs its smallest case (tiny counts), and its rows are checked for shape only.
 
 No timing assertions: speed claims live in ``benchmarks/`` as same-run ratios.
 """
@@ -14,12 +15,45 @@ from typing import Any
 import pytest
 
 from benchmarks import bench_http, bench_scaling, bench_vector
-from benchmarks.__main__ import _summary_vector
+from benchmarks.__main__ import BENCHMARKS, NAMES, SEPARATE, _kwargs, _summary_vector
 from benchmarks.__main__ import main as bench_main
 
 _ROOT = Path(__file__).resolve().parents[1]
 
 _SHARED = {"benchmark", "case", "ors_gym", "baseline", "baseline_name", "unit", "ratio"}
+
+
+#: Every benchmark module and the test below that runs its smallest case.
+_SMOKED = {
+    "async": "test_async_rows_compare_free_running_with_lockstep",
+    "batch": "test_batch_rows_compare_groups_and_count_connections",
+    "decode": "test_entry_point_writes_json_and_chart",
+    "free": "test_free_rows_compare_free_running_with_lockstep",
+    "gateway": "test_gateway_rows_compare_its_own_cost_with_the_backend",
+    "http": "test_http_rows_have_every_case_with_median_and_p99",
+    "inprocess": "test_inprocess_rows_have_every_case_against_the_floor",
+    "learn_tokens": "test_learn_tokens_trains_one_step",
+    "scale": "test_scale_rows_have_latency_and_memory",
+    "scaling": "test_scaling_rows_cover_both_axes_and_transports",
+    "soak": "test_soak_rows_compare_cuts_with_no_faults",
+    "sse": "test_sse_rows_compare_httpx_sse_with_the_old_parser",
+    "tokens": "test_tokens_rows_compare_each_bridge_with_the_rerender_baseline",
+    "trl": "test_trl_rows_compare_orsspec_with_openrewardspec",
+    "vector": "test_vector_rows_have_baseline_ceiling_floor_and_pipelining",
+}
+
+
+def test_every_benchmark_module_is_smoked_and_run_by_the_entry_point() -> None:
+    """A new ``bench_*.py`` fails here until a test runs its smallest case and the entry
+    point runs it (or lists it as separate)."""
+    modules = {p.stem.removeprefix("bench_") for p in (_ROOT / "benchmarks").glob("bench_*.py")}
+    assert set(_SMOKED) == modules
+    assert all(name in globals() for name in _SMOKED.values())
+    assert set(NAMES) | set(SEPARATE) == modules and not set(NAMES) & set(SEPARATE)
+    assert set(BENCHMARKS) == set(NAMES)
+    for name in NAMES:  # every mode's settings are there
+        for mode in ("quick", "default", "full"):
+            assert isinstance(_kwargs(name, mode), dict)
 
 
 def _check_rows(rows: list[dict[str, Any]], benchmark: str) -> None:
@@ -215,7 +249,80 @@ def test_gateway_rows_compare_its_own_cost_with_the_backend() -> None:
     pytest.importorskip("starlette")
     from benchmarks import bench_gateway
 
-    rows = bench_gateway.run(rounds=1, turns=2, sessions=(2,))
+    rows = bench_gateway.run(rounds=1, turns=2, sessions=(3,), cost_ms=50.0, session_turns=2)
     _check_rows(rows, "gateway")
     assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "turns/s"]
-    assert rows[2]["sessions"] == 2 and rows[2]["baseline"] == 2 * 1000 / bench_gateway.COST_MS
+    sessions = rows[2]
+    assert sessions["sessions"] == 3 and sessions["baseline"] == 3 * 1000 / 50.0
+    assert sessions["agent_processes"] == bench_gateway.AGENT_PROCESSES
+    assert sessions["turn_ms_p50"] >= 50.0  # a turn takes at least the sampler's time
+    assert sessions["server_cpu_ms_per_turn"] > 0
+    assert len(bench_gateway.verdicts(rows)) == 1  # no target at 3 sessions
+
+
+def test_vector_rows_of_the_baselines_and_httpx_pool() -> None:
+    """The cases the test above leaves out: gymnasium's vector envs, one env, and the
+    vector env over httpx's own pool (a stand-in for ``pooled_transport``)."""
+    cases = (bench_vector.HTTPX, bench_vector.ONE, bench_vector.SYNC, bench_vector.ASYNC)
+    rows = bench_vector.run(ns=(1,), seconds=0.2, rounds=1, cases=cases)  # ONE: N = 1 only
+    assert sorted(r["case"] for r in rows) == sorted(cases)
+    assert all(r["env_steps"] >= 1 for r in rows), rows
+
+
+def test_inprocess_rows_have_every_case_against_the_floor() -> None:
+    from benchmarks import bench_inprocess
+    from benchmarks.__main__ import _summary_inprocess
+
+    rows = bench_inprocess.run(rounds=1, batch_ms=1.0)
+    assert len(rows) >= 4 and all(r["us_per_call"] > 0 for r in rows), rows
+    _check_rows(_summary_inprocess(rows), "inprocess")
+
+
+def test_soak_rows_compare_cuts_with_no_faults() -> None:
+    from benchmarks import bench_soak
+    from benchmarks.__main__ import _summary_soak
+
+    rows = bench_soak.run(steps=40, sessions=2, cut_every=5)
+    assert len(rows) == 2 and rows[0]["ratio_vs_no_faults"] == 1.0
+    assert all(r["steps_lost"] == 0 for r in rows), rows
+    _check_rows(_summary_soak(rows), "soak")
+
+
+def test_scale_rows_have_latency_and_memory() -> None:
+    from benchmarks import bench_scale
+    from benchmarks.__main__ import _summary_scale
+
+    rows = bench_scale.run(n=4, servers=1, delay_ms=10.0, rounds=1)
+    assert len(rows) == 2 and all(r["sessions"] == 4 for r in rows), rows
+    _check_rows(_summary_scale(rows), "scale")
+
+
+def test_batch_rows_compare_groups_and_count_connections() -> None:
+    pytest.importorskip("trl")
+    from benchmarks import bench_batch
+
+    rows = bench_batch.run(groups=(2,), rounds=1, samples=bench_batch.WAVE)
+    _check_rows(rows, "batch")
+    assert [r.get("group") for r in rows[:2]] == [1, 2]
+    assert rows[0]["ratio"] == 1.0  # one episode's call against itself
+    assert len(rows) == 2 + 4  # two group sizes; connections and discoveries per case
+
+
+def test_free_rows_compare_free_running_with_lockstep() -> None:
+    from benchmarks import bench_free
+
+    rows = bench_free.run(sizes=(2,), rounds=1, delays_ms=(5, 20))
+    _check_rows(rows, "free")
+    assert [r["kind"] for r in rows] == ["free", "lockstep", "versus"]
+    assert len(bench_free.verdicts(rows)) == 1
+
+
+def test_learn_tokens_trains_one_step(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from benchmarks import bench_learn_tokens
+
+    run = bench_learn_tokens.train(0, steps=1, warm_steps=1, warm_lr=1e-2, generations=2,
+                                   lr=1e-3, out=str(tmp_path))
+    assert len(run["rewards"]) == 1 and run["renderer"] == "qwen3"
+    summary = bench_learn_tokens.summarise(run, window=1)
+    assert summary["difference"] == 0.0

@@ -28,6 +28,9 @@ def add_parser(subparsers: Subparsers) -> None:
     )
     parser.add_argument("--tokenizer", required=True,
                         help="the model's tokenizer: a hub name or a local folder")
+    parser.add_argument("--processor", default=None,
+                        help="a vision-language model's processor (a hub name or a local "
+                             "folder), for its family's renderer")
     parser.add_argument("--backend", choices=("vllm", "sglang", "transformers"), default="vllm",
                         help="where completions are sampled (default vllm)")
     parser.add_argument("--backend-url", default=None,
@@ -75,14 +78,26 @@ def build_gateway(args: argparse.Namespace) -> Any:
         if not isinstance(kwargs, dict):
             raise UsageError("--chat-template-kwargs must be a JSON object")
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    processor = _processor(args.processor) if args.processor else None
     model = args.model or args.tokenizer
     try:
         return Gateway(tokenizer, _sampler(args, tokenizer, model), renderer=args.renderer,
                        chat_template_kwargs=kwargs, model=model,
                        max_in_flight=args.max_in_flight, context_length=args.context_length,
-                       max_tokens=args.max_tokens)
-    except ValueError as exc:
+                       max_tokens=args.max_tokens, processor=processor)
+    except (ValueError, TypeError) as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _processor(name: str) -> Any:
+    """``--processor``: transformers' ``AutoProcessor`` for ``name``."""
+    from transformers import AutoProcessor
+
+    try:
+        return AutoProcessor.from_pretrained(name)
+    except (OSError, ValueError, ImportError) as exc:
+        raise UsageError(f"--processor {name}: no processor could be loaded from it "
+                         f"({type(exc).__name__}: {exc})") from exc
 
 
 def _sampler(args: argparse.Namespace, tokenizer: Any, model: str) -> Any:

@@ -9,7 +9,8 @@ paths): ``POST /s/{sid}/v1/chat/completions`` and ``/v1/chat/completions``
 ``{"id", "api_key", "openai_base_url", "anthropic_base_url"}``), ``GET
 /sessions/{sid}`` (its trajectory as JSON), ``POST /sessions/{sid}/close`` with
 ``{"rewards": [...]}`` (ends it; its trajectory), ``DELETE /sessions/{sid}``.
-With ``admin_key`` set, the session API asks for it as a bearer token.
+With ``admin_key`` set, the session API asks for it as a bearer token. ``GET /health``
+answers 200 once the app serves: a readiness probe that needs no key and opens nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ors_gym.gateway.errors import GatewayError, Wire, error_body
 from ors_gym.gateway.gateway import Gateway
@@ -39,7 +41,7 @@ logger = logging.getLogger("ors_gym")
 __all__ = ["build_app"]
 
 
-def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
+def build_app(gateway: Gateway, *, admin_key: str | None = None) -> ASGIApp:
     """The ASGI app serving ``gateway``."""
 
     async def chat(request: Request) -> Response:
@@ -120,7 +122,11 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(traj.to_dict())
 
+    async def health(request: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": gateway.model})
+
     routes = [
+        Route("/health", health, methods=["GET"]),
         Route("/sessions", open_session, methods=["POST"]),
         Route("/sessions/{sid}", session, methods=["GET", "DELETE"]),
         Route("/sessions/{sid}/close", close, methods=["POST"]),
@@ -132,7 +138,47 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> Starlette:
             Route(f"{prefix}/v1/responses", responses, methods=["POST"]),
             Route(f"{prefix}/v1/models", models, methods=["GET"]),
         ]
-    return Starlette(routes=routes)
+    return _TurnsFirst(gateway, Starlette(routes=routes))
+
+
+class _TurnsFirst:
+    """The app, with a model turn (``POST .../v1/chat/completions`` or ``.../v1/messages``,
+    the route every agent request takes) sent straight to its handler: the same handler
+    and response as through the routes, without the router's and middleware's passes.
+    Everything else goes to the Starlette app."""
+
+    def __init__(self, gateway: Gateway, app: Starlette) -> None:
+        self.gateway = gateway
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            turn = _turn_path(scope["path"])
+            if turn is not None:
+                sid, wire = turn
+                scope["path_params"] = {} if sid is None else {"sid": sid}
+                response = await _model_turn(self.gateway, Request(scope, receive), wire)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _turn_path(path: str) -> tuple[str | None, Wire] | None:
+    """``(sid or None, wire)`` when ``path`` is a model turn's route, else None."""
+    if path.endswith("/v1/chat/completions"):
+        wire: Wire = "openai"
+        head = path[: -len("/v1/chat/completions")]
+    elif path.endswith("/v1/messages"):
+        wire = "anthropic"
+        head = path[: -len("/v1/messages")]
+    else:
+        return None
+    if not head:
+        return None, wire
+    sid = head.removeprefix("/s/")
+    if sid == head or not sid or "/" in sid:
+        return None  # not a route: the Starlette app answers it (404)
+    return sid, wire
 
 
 async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Response:
@@ -142,7 +188,7 @@ async def _model_turn(gateway: Gateway, request: Request, wire: Wire) -> Respons
             body = json.loads(await request.body())
         except ValueError as exc:
             raise GatewayError(400, f"the request body is not JSON: {exc}") from None
-        turn = read_request(body, wire)
+        turn = read_request(body, wire, gateway.reader(session))
         reply = await gateway.turn(session, turn)
     except GatewayError as exc:
         return _error(exc, wire)

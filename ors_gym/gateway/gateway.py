@@ -21,7 +21,7 @@ from typing import Any
 
 from ors_gym.gateway.errors import GatewayError
 from ors_gym.gateway.replies import Reply
-from ors_gym.gateway.requests import TurnRequest
+from ors_gym.gateway.requests import ReadMessages, TurnRequest
 from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
 from ors_gym.tokens import Trajectory, make_bridge, split_processor, stops
@@ -98,6 +98,7 @@ class Gateway:
         self._sessions: dict[str, CaptureSession] = {}
         self._by_key: dict[str, str] = {}
         self._turn_locks: dict[str, asyncio.Lock] = {}
+        self._readers: dict[str, ReadMessages] = {}
         self._lock = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
 
@@ -147,6 +148,7 @@ class Gateway:
                 raise GatewayError(404, f"no capture session {sid!r}")
             self._by_key.pop(session.key, None)
             self._turn_locks.pop(sid, None)
+            self._readers.pop(sid, None)
 
     @property
     def sessions(self) -> list[str]:
@@ -170,6 +172,13 @@ class Gateway:
             raise GatewayError(404, f"capture session {session.id} is closed",
                                code="session_closed")
         return session
+
+    def reader(self, session: CaptureSession) -> ReadMessages:
+        """The reader of ``session``'s request messages (for ``read_request``)."""
+        reader = self._readers.get(session.id)
+        if reader is None:
+            reader = self._readers[session.id] = ReadMessages()
+        return reader
 
     async def turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
         """Sample, parse and record one assistant turn for ``request`` (see the module)."""

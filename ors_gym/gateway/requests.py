@@ -37,7 +37,7 @@ from ors_gym.protocol import (
 )
 from ors_gym.tokens.chat import chat_messages
 
-__all__ = ["TurnRequest", "read_request"]
+__all__ = ["ReadMessages", "TurnRequest", "read_request"]
 
 
 @dataclass(frozen=True)
@@ -57,21 +57,46 @@ class TurnRequest:
     show_thinking: bool = True  # Messages' thinking.display "omitted": only the signature
 
 
-def read_request(body: Any, wire: Wire) -> TurnRequest:
+class ReadMessages:
+    """A session's last request messages as sent and as read: an agent resends its whole
+    conversation every turn, so the messages it sent before are not read again (each one
+    compared equal to what it sent last time, in order, up to the first that differs)."""
+
+    def __init__(self) -> None:
+        self.raw: list[Any] = []
+        self.read: list[tuple[list[dict[str, Any]], int]] = []  # (chat dicts, images)
+
+    def __call__(self, raw: list[Any]) -> tuple[list[dict[str, Any]], int]:
+        """``raw`` as :func:`read_messages` reads it."""
+        known, done = self.raw, self.read
+        same = 0
+        for old, new in zip(known, raw, strict=False):
+            if old is not new and old != new:
+                break
+            same += 1
+        read = done[:same] + [_read_one(item, i) for i, item in enumerate(raw) if i >= same]
+        self.raw, self.read = list(raw), read
+        return [m for chat, _ in read for m in chat], sum(n for _, n in read)
+
+
+def read_request(body: Any, wire: Wire, messages_read: ReadMessages | None = None
+                 ) -> TurnRequest:
     """``body`` (the request's parsed JSON) as a :class:`TurnRequest`; a
-    :class:`GatewayError` (400) naming the field that cannot be served."""
+    :class:`GatewayError` (400) naming the field that cannot be served. ``messages_read``:
+    the session's reader of its messages, which skips those read at its last request."""
     if not isinstance(body, Mapping):
         raise GatewayError(400, "the request body must be a JSON object")
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise GatewayError(400, "'messages' must be a non-empty list of messages",
                            param="messages")
+    reader = messages_read or read_messages
     if wire == "openai":
-        return _openai(body, messages)
-    return _anthropic(body, messages)
+        return _openai(body, messages, reader)
+    return _anthropic(body, messages, reader)
 
 
-def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
+def _openai(body: Mapping[str, Any], messages: list[Any], reader: Any) -> TurnRequest:
     n = body.get("n")
     if n not in (None, 1):
         raise GatewayError(400, f"n={n!r}: the gateway samples one choice per request "
@@ -84,7 +109,7 @@ def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
     _no_stop(body.get("stop"), "stop")
     tools = [_openai_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    chat, images = read_messages(messages)
+    chat, images = reader(messages)
     return TurnRequest(
         wire="openai",
         model=str(body.get("model") or ""),
@@ -98,7 +123,7 @@ def _openai(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
     )
 
 
-def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
+def _anthropic(body: Mapping[str, Any], messages: list[Any], reader: Any) -> TurnRequest:
     choice = body.get("tool_choice")
     kind = choice.get("type") if isinstance(choice, Mapping) else choice
     if kind not in (None, "auto"):
@@ -115,7 +140,7 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
     elif system not in (None, "", []):
         raise GatewayError(400, "'system' must be a string or a list of text blocks")
     tools = [_anthropic_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
-    chat, images = read_messages(messages)
+    chat, images = reader(messages)
     thinking = body.get("thinking")
     return TurnRequest(
         wire="anthropic",
@@ -135,30 +160,31 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any]) -> TurnRequest:
 def read_messages(raw: list[Any]) -> tuple[list[dict[str, Any]], int]:
     """Wire messages (OpenAI or Anthropic) as chat dicts, assistant turns in matching form,
     and the number of images they hold (each shown as a text model's note)."""
-    out: list[dict[str, Any]] = []
-    images = 0
-    for i, item in enumerate(raw):
-        try:
-            (message,) = to_ors_messages([item])
-        except ValueError as exc:
-            raise GatewayError(400, f"messages[{i}] cannot be read: {exc}",
-                               param=f"messages[{i}]") from None
-        images += _images(message)
-        if message.role != "assistant":
-            out += chat_messages([message], multimodal=False)
-            continue
-        plain = as_plain(item)
-        reasoning = [b.text for b in message.blocks if isinstance(b, ReasoningBlock)]
-        extra = plain.get("reasoning_content") if isinstance(plain, Mapping) else None
-        extra = extra or _sealed_reasoning(plain)
-        out.append({
-            "role": "assistant",
-            "content": "".join(b.text for b in message.blocks if isinstance(b, TextBlock)),
-            "reasoning": "\n".join(reasoning) or (str(extra) if extra else None),
-            "calls": [{"id": b.id, "name": b.name, "arguments": dict(b.input)}
-                      for b in message.blocks if isinstance(b, ToolCallBlock)],
-        })
-    return out, images
+    read = [_read_one(item, i) for i, item in enumerate(raw)]
+    return [m for chat, _ in read for m in chat], sum(n for _, n in read)
+
+
+def _read_one(item: Any, i: int) -> tuple[list[dict[str, Any]], int]:
+    """``messages[i]`` as chat dicts, and the images it holds."""
+    try:
+        (message,) = to_ors_messages([item])
+    except ValueError as exc:
+        raise GatewayError(400, f"messages[{i}] cannot be read: {exc}",
+                           param=f"messages[{i}]") from None
+    images = _images(message)
+    if message.role != "assistant":
+        return chat_messages([message], multimodal=False), images
+    plain = as_plain(item)
+    reasoning = [b.text for b in message.blocks if isinstance(b, ReasoningBlock)]
+    extra = plain.get("reasoning_content") if isinstance(plain, Mapping) else None
+    extra = extra or _sealed_reasoning(plain)
+    return [{
+        "role": "assistant",
+        "content": "".join(b.text for b in message.blocks if isinstance(b, TextBlock)),
+        "reasoning": "\n".join(reasoning) or (str(extra) if extra else None),
+        "calls": [{"id": b.id, "name": b.name, "arguments": dict(b.input)}
+                  for b in message.blocks if isinstance(b, ToolCallBlock)],
+    }], images
 
 
 def _sealed_reasoning(plain: Any) -> str | None:

@@ -51,4 +51,4 @@ def serve_forever(gateway: Gateway, host: str, port: int, *,
         print(f"ors-gym: gateway for {gateway.model} ({gateway.bridge.name}) at "
               f"{gateway.url}", flush=True)
 
-    forever(build_app(gateway, admin_key=admin_key), host, port, bound=bound)
+    forever(build_app(gateway, admin_key=admin_key), host, port, bound=bound, access_log=False)

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from ors_gym.gateway import SessionInfo, trajectory_from_json
+from ors_gym.gateway import SessionInfo
 from ors_gym.tokens import Trajectory
 
 __all__ = ["GatewayClient"]
@@ -47,12 +47,12 @@ class GatewayClient:
                            data["anthropic_base_url"])
 
     def trajectory(self, sid: str) -> Trajectory:
-        return trajectory_from_json(self._call("GET", f"/sessions/{sid}").json())
+        return Trajectory.from_dict(self._call("GET", f"/sessions/{sid}").json())
 
     def close_session(self, sid: str, rewards: Sequence[float] = (), *,
                       stop_reason: str = "completed") -> Trajectory:
         body = {"rewards": [float(r) for r in rewards], "stop_reason": stop_reason}
-        return trajectory_from_json(self._call("POST", f"/sessions/{sid}/close",
+        return Trajectory.from_dict(self._call("POST", f"/sessions/{sid}/close",
                                                json=body).json())
 
     def drop_session(self, sid: str) -> None:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ors_gym.gateway import Gateway, trajectory_json
+from ors_gym.gateway import Gateway
 from ors_gym.harness import _refusals
 from ors_gym.harness._process import Ended, run_process
 from ors_gym.harness.remote import GatewayClient
@@ -81,12 +81,12 @@ class HarnessEpisode:
         return self.trajectory.reward
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict (the trajectory as ``ors_gym.gateway.trajectory_json``)."""
+        """A JSON-ready dict (the trajectory as ``Trajectory.to_dict``)."""
         return {"harness": self.harness, "stop": self.stop, "exit_status": self.exit_status,
                 "reward": self.reward, "calls": self.calls, "final_answer": self.final_answer,
                 "task_spec": self.task_spec, "seconds": self.seconds, "error": self.error,
                 "stdout": self.stdout, "stderr": self.stderr,
-                "trajectory": trajectory_json(self.trajectory)}
+                "trajectory": self.trajectory.to_dict()}
 
 
 class HarnessRunner:

@@ -53,6 +53,7 @@ class _HttpSampler:
         self._client: httpx.AsyncClient | None = None
         self._gate: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._told_no_logprobs = False
 
     @property
     def endpoint(self) -> str:
@@ -120,6 +121,13 @@ class _HttpSampler:
         if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
             raise self._fail(f"the answer's token ids are not a list of ints: {ids!r:.200}")
         if not asked:
+            return ids, None
+        if logprobs is None:  # a server that gives none: the sample has none (logged once)
+            if not self._told_no_logprobs:
+                self._told_no_logprobs = True
+                logger.warning("POST %s answered without logprobs although they were asked "
+                               "for; its samples carry none (a trajectory's logprobs_given "
+                               "is False)", self.endpoint)
             return ids, None
         if (not isinstance(logprobs, list) or len(logprobs) != len(ids)
                 or not all(isinstance(x, (int, float)) for x in logprobs)):
@@ -233,7 +241,7 @@ class SglangGenerate(_HttpSampler):
             raise self._fail(f"the answer has no meta_info: {answer!r:.200}")
         triples = meta.get("output_token_logprobs")
         ids = answer.get("output_ids")
-        if logprobs:
+        if logprobs and triples is not None:
             if not isinstance(triples, list) or not all(
                     isinstance(t, (list, tuple)) and len(t) >= 2 for t in triples):
                 raise self._fail(f"meta_info.output_token_logprobs is not a list of "
@@ -242,7 +250,7 @@ class SglangGenerate(_HttpSampler):
                 ids = [t[1] for t in triples]
             elif [t[1] for t in triples] != ids:
                 raise self._fail("output_ids and output_token_logprobs name different tokens")
-        lps = [t[0] for t in triples or ()] if logprobs else None
+        lps = [t[0] for t in triples] if logprobs and triples is not None else None
         ids, lps = self._check(ids, lps, logprobs)
         reason = meta.get("finish_reason")
         return Sample(ids, lps, _finish(reason.get("type") if isinstance(reason, dict) else reason))

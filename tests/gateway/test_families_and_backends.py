@@ -210,3 +210,74 @@ def test_requests_in_flight_are_bounded(tok: Any, backend: Any, script: Any) -> 
     assert backend.max_in_flight == 2 and len(backend.requests) == 6
     assert all(r.choices[0].message.content == "Hi." for r in replies)
     assert all(gw.trajectory(s.id).turns == 1 for s in sessions)
+
+
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_a_backend_without_logprobs_records_the_turn_without_them(
+    tok: Any, backend: Any, script: Any, shape: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server that answers no logprobs although asked: the turn is served and recorded
+    (its ids verbatim), the trajectory says ``logprobs_given=False``, and one WARNING."""
+    import logging
+
+    from _tiny_lm import answer_text, encode
+
+    from ors_gym.sampling import VllmCompletions
+
+    answer = [*encode(tok, answer_text("Hi.")), tok.eos_token_id]
+    script.use(lambda ids, text: answer)
+    sampler = (VllmCompletions(backend.base_url, "tiny") if shape == "vllm"
+               else SglangGenerate(backend.base_url))
+    gw = Gateway(tok, sampler, model="tiny")
+    backend.logprobs = False
+    try:
+        with GatewayThread(gw), caplog.at_level(logging.WARNING, logger="ors_gym"):
+            session = gw.open_session()
+            client = openai.OpenAI(base_url=session.openai_base_url, api_key=session.api_key,
+                                   max_retries=0)
+            messages: list[Any] = [{"role": "user", "content": "Say hi."}]
+            for _ in range(2):
+                reply = client.chat.completions.create(model="tiny", messages=messages)
+                assert reply.choices[0].message.content == "Hi."
+                messages += [{"role": "assistant", "content": "Hi."},
+                             {"role": "user", "content": "Again."}]
+            traj = gw.trajectory(session.id)
+    finally:
+        backend.logprobs = True
+    sent = backend.requests[0].body  # they were asked for
+    assert sent["logprobs"] == 0 if shape == "vllm" else sent["return_logprob"] is True
+    assert traj.logprobs_given is False and traj.turns == 2
+    for row in traj.rows:  # the sampled ids verbatim, logprob 0.0 in place of the missing
+        sampled = [t for t, m in zip(row.completion_ids, row.mask, strict=True) if m]
+        assert sampled == answer * row.turns and set(row.logprobs) == {0.0}
+    assert traj.to_trl()["logprobs"] is None
+    told = [r.getMessage() for r in caplog.records if "without logprobs" in r.getMessage()]
+    assert len(told) == 1, told
+
+
+def test_the_command_line_takes_a_processor(tmp_path: Any, tok: Any, backend: Any) -> None:
+    """``--processor`` is loaded and given to the gateway: a folder holding a tokenizer only
+    is refused, naming what processor= takes."""
+    tok.save_pretrained(tmp_path)
+    args = build_parser().parse_args([
+        "gateway", "--tokenizer", str(tmp_path), "--processor", str(tmp_path),
+        "--backend-url", backend.base_url])
+    assert args.processor == str(tmp_path)
+    with pytest.raises(UsageError, match="processor= takes a multimodal processor"):
+        build_gateway(args)
+    missing = argparse.Namespace(**{**vars(args), "processor": str(tmp_path / "nowhere")})
+    with pytest.raises(UsageError, match=r"--processor .*nowhere"):
+        build_gateway(missing)
+
+
+def test_health_answers_without_a_key_and_opens_nothing(tok: Any, backend: Any) -> None:
+    import httpx
+
+    from ors_gym.sampling import VllmCompletions
+
+    gw = Gateway(tok, VllmCompletions(backend.base_url, "tiny"), model="tiny")
+    with GatewayThread(gw, admin_key="admin-k") as served, httpx.Client() as http:
+        answer = http.get(f"{served.url}/health")
+        assert answer.status_code == 200 and answer.json() == {"status": "ok", "model": "tiny"}
+        assert http.post(f"{served.url}/sessions").status_code == 401  # the API still asks
+    assert gw.sessions == []

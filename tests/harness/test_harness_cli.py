@@ -11,8 +11,8 @@ import pytest
 
 from ors_gym.cli import main
 from ors_gym.cli.harness import PRESETS
-from ors_gym.gateway import trajectory_from_json
 from ors_gym.harness import PRESETS as HARNESS_PRESETS
+from ors_gym.tokens import Trajectory
 from tests.harness._model import counter_player
 
 pytestmark = pytest.mark.slow
@@ -36,7 +36,7 @@ def test_the_command_writes_one_json_line_per_episode(
     for line in lines:
         assert line["stop"] == "finished" and line["exit_status"] == 0
         assert line["reward"] == 1.0 and line["harness"] == "openai-agents"
-        traj = trajectory_from_json(line["trajectory"])
+        traj = Trajectory.from_dict(line["trajectory"])
         assert traj.reward == 1.0 and sum(traj.rows[0].mask) > 0
     assert "2/2 finished" in capsys.readouterr().err
 
