@@ -7,6 +7,7 @@ No timing assertions: speed claims live in ``benchmarks/`` as same-run ratios.
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import tempfile
 from pathlib import Path
@@ -250,7 +251,11 @@ def test_gateway_rows_compare_its_own_cost_with_the_backend() -> None:
     from benchmarks import bench_gateway
 
     rows = bench_gateway.run(rounds=1, turns=2, sessions=(3,), cost_ms=50.0, session_turns=2)
-    _check_rows(rows, "gateway")
+    own, *measured = rows
+    # the gateway's own time is a difference of two timings: on a busy machine a round of
+    # two turns may give it any sign, so only its presence is checked
+    _check_rows(measured, "gateway")
+    assert _SHARED <= set(own) and math.isfinite(own["ors_gym"]) and own["baseline"] > 0, own
     assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "turns/s"]
     sessions = rows[2]
     assert sessions["sessions"] == 3 and sessions["baseline"] == 3 * 1000 / 50.0

@@ -26,6 +26,20 @@ def add_parser(subparsers: Subparsers) -> None:
             "with POST /sessions, GET /sessions/SID, POST /sessions/SID/close."
         ),
     )
+    add_model_arguments(parser)
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int_type("port", 0, 65535), default=8000,
+                        help="port to bind; 0 picks a free one (default 8000)")
+    parser.add_argument("--public-url", default=None,
+                        help="the address agents reach the gateway at, if not the bound one")
+    parser.add_argument("--admin-key-env", default=None, metavar="VAR",
+                        help="protect the session API with the key in environment variable VAR")
+    parser.set_defaults(handler=_run)
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The model endpoint's options (tokenizer, backend, limits), which ``harness``
+    shares: :func:`build_gateway` reads them."""
     parser.add_argument("--tokenizer", required=True,
                         help="the model's tokenizer: a hub name or a local folder")
     parser.add_argument("--processor", default=None,
@@ -44,20 +58,12 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON",
                         help="keyword arguments for the chat template, e.g. "
                              "'{\"enable_thinking\": false}'")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int_type("port", 0, 65535), default=8000,
-                        help="port to bind; 0 picks a free one (default 8000)")
-    parser.add_argument("--public-url", default=None,
-                        help="the address agents reach the gateway at, if not the bound one")
     parser.add_argument("--max-in-flight", type=int_type("--max-in-flight", 1), default=64,
                         help="backend requests at once (default 64)")
     parser.add_argument("--context-length", type=int_type("--context-length", 1), default=None,
                         help="refuse longer prompts (default: the tokenizer's model_max_length)")
     parser.add_argument("--max-tokens", type=int_type("--max-tokens", 1), default=4096,
                         help="a turn's token budget when a request gives none (default 4096)")
-    parser.add_argument("--admin-key-env", default=None, metavar="VAR",
-                        help="protect the session API with the key in environment variable VAR")
-    parser.set_defaults(handler=_run)
 
 
 def build_gateway(args: argparse.Namespace) -> Any:

@@ -16,6 +16,7 @@ import sys
 from typing import IO, Any
 
 from ors_gym.cli.args import EXIT_FAILURE, EXIT_OK, Subparsers, UsageError, int_type
+from ors_gym.cli.gateway import add_model_arguments
 
 __all__ = ["PRESETS", "add_parser", "make_harness"]
 
@@ -70,19 +71,7 @@ def add_parser(subparsers: Subparsers) -> None:
     parser.add_argument("--deadline", type=float, default=600.0,
                         help="seconds a harness may run (default 600)")
     parser.add_argument("--out", default="-", help="the JSON lines' file (default: stdout)")
-    # the model endpoint: the gateway command's options
-    parser.add_argument("--tokenizer", required=True,
-                        help="the model's tokenizer: a hub name or a local folder")
-    parser.add_argument("--backend", choices=("vllm", "sglang", "transformers"), default="vllm")
-    parser.add_argument("--backend-url", default=None,
-                        help="the vLLM or SGLang server, e.g. http://127.0.0.1:8001")
-    parser.add_argument("--model", default=None,
-                        help="vLLM's served name, or the transformers checkpoint")
-    parser.add_argument("--renderer", default=None)
-    parser.add_argument("--chat-template-kwargs", default=None, metavar="JSON")
-    parser.add_argument("--max-in-flight", type=int_type("--max-in-flight", 1), default=64)
-    parser.add_argument("--context-length", type=int_type("--context-length", 1), default=None)
-    parser.add_argument("--max-tokens", type=int_type("--max-tokens", 1), default=4096)
+    add_model_arguments(parser)  # the model endpoint: the gateway command's options
     parser.set_defaults(handler=_run)
 
 
