@@ -24,7 +24,9 @@ from ors_gym.gateway.replies import Reply
 from ors_gym.gateway.requests import ReadMessages, TurnRequest
 from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
-from ors_gym.tokens import Trajectory, make_bridge, split_processor, stops
+from ors_gym.tokens import Bridge, Trajectory, make_bridge, split_processor, stops
+from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.tokens.bridge import TemplateBridge
 
 logger = logging.getLogger("ors_gym")
 
@@ -65,6 +67,9 @@ class Gateway:
     ``/v1/models`` lists. ``processor``: a vision-language model's processor (or one in
     the tokenizer's place), for its family's renderer, as ``TokenEnv`` takes it; a
     request holding images is then refused (400): a token sampler takes ids, no pixels.
+    A request's reasoning effort is passed to the chat template as ``reasoning_effort``
+    where the template reads it (:attr:`reads_effort`), else ignored; a changed effort
+    starts a new row.
     """
 
     def __init__(
@@ -87,6 +92,9 @@ class Gateway:
         self.tokenizer = tokenizer
         self.sampler = sampler
         self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, self.processor)
+        self._renderer, self._kwargs = renderer, dict(chat_template_kwargs or {})
+        self._efforts: dict[str, Bridge] = {}
+        self.reads_effort = _reads_effort(self.bridge, renderer, tokenizer, self.processor)
         self.model = model
         self.max_in_flight = max_in_flight
         self.max_tokens = max_tokens
@@ -194,7 +202,9 @@ class Gateway:
             if session.closed:
                 raise GatewayError(404, f"capture session {session.id} is closed",
                                    code="session_closed")
-            plan = session.plan(self.bridge, request.messages, request.tools)
+            effort = request.effort if self.reads_effort else None
+            plan = session.plan(self._bridge_for(effort), request.messages, request.tools,
+                                variant=effort)
             max_tokens = self._budget(len(plan.prompt), request.max_tokens or self.max_tokens)
             sample = await self._sample(plan.prompt, max_tokens, request)
             parsed = self.bridge.parse(plan.prompt, list(sample.ids), request.tools)
@@ -204,6 +214,18 @@ class Gateway:
             with self._lock:
                 session.commit(self.bridge, plan, sample, turn)
             return reply
+
+    def _bridge_for(self, effort: str | None) -> Bridge:
+        """The bridge rendering with ``effort`` as the template's ``reasoning_effort``
+        (the gateway's own bridge where none is asked); one per effort, kept."""
+        if effort is None:
+            return self.bridge
+        bridge = self._efforts.get(effort)
+        if bridge is None:
+            kwargs = {**self._kwargs, _EFFORT: effort}
+            bridge = make_bridge(self.tokenizer, self._renderer, kwargs, self.processor)
+            self._efforts[effort] = bridge
+        return bridge
 
     def _budget(self, prompt: int, asked: int) -> int:
         """The turn's token budget: what was asked, within what the context leaves."""
@@ -243,6 +265,22 @@ class Gateway:
         if session is None:
             raise GatewayError(404, f"no capture session {sid!r}", code="session_not_found")
         return session
+
+
+#: The chat-template variable a request's reasoning effort is passed as.
+_EFFORT = "reasoning_effort"
+
+
+def _reads_effort(bridge: Bridge, renderer: Any, tokenizer: Any, processor: Any) -> bool:
+    """Whether a request's reasoning effort reaches the template: the gateway builds its
+    bridge from the tokenizer's chat template (or a renderers name), and that template
+    reads ``reasoning_effort`` (gpt-oss's harmony template does; Qwen3's
+    ``enable_thinking`` is another knob, set by ``chat_template_kwargs``)."""
+    if processor is not None or not isinstance(bridge, TemplateBridge | RenderersBridge):
+        return False
+    if renderer is not None and not isinstance(renderer, str):
+        return False  # a renderers config or Renderer: its kwargs are its own
+    return _EFFORT in str(getattr(tokenizer, "chat_template", None) or "")
 
 
 def _check_sample(sample: Sample, vocab_size: int) -> str | None:

@@ -88,15 +88,18 @@ class CaptureSession:
 
     # -- before sampling ----------------------------------------------------------------
     def plan(self, bridge: Bridge, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]]) -> Plan:
+             tools: list[dict[str, Any]], *, variant: str | None = None) -> Plan:
         """The prompt for ``messages`` and ``tools``: the row's ids plus the new messages'
-        where the request continues the row, else a new row's rendering."""
+        where the request continues the row, else a new row's rendering. ``bridge``
+        renders this request (``variant`` names its template arguments, e.g. a reasoning
+        effort: a changed variant renders the conversation anew, so starts a new row)."""
         if messages[-1]["role"] == "assistant":
             raise GatewayError(400, "the last message is an assistant turn: the gateway "
                                     "samples a whole new turn, so end with a user or tool "
                                     "message", param="messages")
         rows = self._rows(bridge)
-        tools_key = json.dumps(tools, sort_keys=True)
+        rows.bridge = bridge  # renders this request's ids (the record is not touched)
+        tools_key = json.dumps([tools, variant], sort_keys=True)
         cut = self._continues(messages, tools_key)
         if cut is not None and rows.last is not None:  # the new messages hold no assistant turn
             growth = rows.follow(rows.last, messages[cut:], tools)
