@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -30,7 +31,7 @@ from ors_gym.tokens.bridge import TemplateBridge
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["Gateway", "SessionInfo"]
+__all__ = ["Gateway", "SessionInfo", "SessionStatus"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,23 @@ class SessionInfo:
 
     def __repr__(self) -> str:  # the key is a credential: never shown
         return f"SessionInfo(id={self.id!r}, openai_base_url={self.openai_base_url!r})"
+
+
+@dataclass(frozen=True)
+class SessionStatus:
+    """A capture session's state beside its trajectory: whether it is closed, its turns
+    recorded, and its refused turns: ``context_overflows`` (refused for a prompt at or
+    over the context length) and ``last_refusal`` (the error code of the last refused
+    turn, e.g. ``"context_length_exceeded"``; None while none was)."""
+
+    id: str
+    closed: bool
+    turns: int
+    context_overflows: int
+    last_refusal: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 class Gateway:
@@ -136,6 +154,13 @@ class Gateway:
         with self._lock:
             return copy.deepcopy(session.trajectory)
 
+    def status(self, sid: str) -> SessionStatus:
+        """Session ``sid``'s state and refused turns (see :class:`SessionStatus`)."""
+        session = self._get(sid)
+        with self._lock:
+            return SessionStatus(session.id, session.closed, session.trajectory.turns,
+                                 session.context_overflows, session.last_refusal)
+
     def close_session(self, sid: str, rewards: Sequence[float] = (), *,
               stop_reason: str = "completed") -> Trajectory:
         """End session ``sid`` with its episode's ``rewards`` (each step's, the ORS return
@@ -189,7 +214,16 @@ class Gateway:
         return reader
 
     async def turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
-        """Sample, parse and record one assistant turn for ``request`` (see the module)."""
+        """Sample, parse and record one assistant turn for ``request`` (see the module); a
+        refusal (:class:`GatewayError`) is kept in the session's :meth:`status`."""
+        try:
+            return await self._turn(session, request)
+        except GatewayError as exc:
+            with self._lock:
+                session.refused(exc)
+            raise
+
+    async def _turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
         if request.images and self.processor is not None:
             raise GatewayError(
                 400, f"the request holds {request.images} image(s), but this gateway's "

@@ -72,6 +72,14 @@ class CaptureSession:
     entries: list[dict[str, Any] | Recorded] = field(default_factory=list)
     tools_key: str = ""
     rows: RowEngine | None = field(default=None, repr=False)  # the engine, from the first plan
+    context_overflows: int = 0  # turns refused for a prompt at or over the context length
+    last_refusal: str | None = None  # the code (else the status) of the last refused turn
+
+    def refused(self, error: GatewayError) -> None:
+        """Record a turn refused with ``error`` (the trajectory is not touched)."""
+        if error.code == "context_length_exceeded":
+            self.context_overflows += 1
+        self.last_refusal = error.code or str(error.status)
 
     @classmethod
     def new(cls, renderer: str) -> CaptureSession:
