@@ -257,7 +257,12 @@ class Gateway:
         bridge = self._efforts.get(effort)
         if bridge is None:
             kwargs = {**self._kwargs, _EFFORT: effort}
-            bridge = make_bridge(self.tokenizer, self._renderer, kwargs, self.processor)
+            try:
+                bridge = make_bridge(self.tokenizer, self._renderer, kwargs, self.processor)
+            except (TypeError, ValueError) as exc:  # e.g. a renderer's config names its values
+                raise GatewayError(400, f"the reasoning effort {effort!r} is not one this "
+                                        f"model's renderer takes: {exc}",
+                                   param=_EFFORT) from exc
             self._efforts[effort] = bridge
         return bridge
 
