@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ors_gym.gateway.attach import AsyncCaptureEpisodes, CaptureEpisodes, capture
 from ors_gym.gateway.errors import GatewayError
-from ors_gym.gateway.gateway import Gateway, SessionInfo
+from ors_gym.gateway.gateway import Gateway, SessionInfo, SessionStatus
 from ors_gym.gateway.serve import GatewayThread, serve
 from ors_gym.gateway.trajectories import as_batch
 from ors_gym.sampling import TransformersSampler
@@ -31,6 +31,7 @@ __all__ = [
     "GatewayError",
     "GatewayThread",
     "SessionInfo",
+    "SessionStatus",
     "TransformersSampler",
     "as_batch",
     "capture",

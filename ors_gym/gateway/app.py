@@ -7,7 +7,9 @@ paths): ``POST /s/{sid}/v1/chat/completions`` and ``/v1/chat/completions``
 ``GET .../v1/models``. The key is read from ``Authorization: Bearer`` or
 ``x-api-key``. Session API, for the trainer: ``POST /sessions`` (opens one:
 ``{"id", "api_key", "openai_base_url", "anthropic_base_url"}``), ``GET
-/sessions/{sid}`` (its trajectory as JSON), ``POST /sessions/{sid}/close`` with
+/sessions/{sid}`` (its trajectory as JSON), ``GET /sessions/{sid}/status`` (closed or
+not, turns, refused turns: :class:`~ors_gym.gateway.SessionStatus`),
+``POST /sessions/{sid}/close`` with
 ``{"rewards": [...]}`` (ends it; its trajectory), ``DELETE /sessions/{sid}``.
 With ``admin_key`` set, the session API asks for it as a bearer token. ``GET /health``
 answers 200 once the app serves: a readiness probe that needs no key and opens nothing.
@@ -99,6 +101,15 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> ASGIApp:
         except GatewayError as exc:
             return JSONResponse({"error": exc.message}, status_code=exc.status)
 
+    async def status(request: Request) -> Response:
+        refused = admitted(request)
+        if refused is not None:
+            return refused
+        try:
+            return JSONResponse(gateway.status(request.path_params["sid"]).to_dict())
+        except GatewayError as exc:
+            return JSONResponse({"error": exc.message}, status_code=exc.status)
+
     async def close(request: Request) -> Response:
         refused = admitted(request)
         if refused is not None:
@@ -130,6 +141,7 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> ASGIApp:
         Route("/sessions", open_session, methods=["POST"]),
         Route("/sessions/{sid}", session, methods=["GET", "DELETE"]),
         Route("/sessions/{sid}/close", close, methods=["POST"]),
+        Route("/sessions/{sid}/status", status, methods=["GET"]),
     ]
     for prefix in ("", "/s/{sid}"):
         routes += [

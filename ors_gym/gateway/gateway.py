@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -24,11 +25,13 @@ from ors_gym.gateway.replies import Reply
 from ors_gym.gateway.requests import ReadMessages, TurnRequest
 from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
-from ors_gym.tokens import Trajectory, make_bridge, split_processor, stops
+from ors_gym.tokens import Bridge, Trajectory, make_bridge, split_processor, stops
+from ors_gym.tokens._renderers import RenderersBridge
+from ors_gym.tokens.bridge import TemplateBridge
 
 logger = logging.getLogger("ors_gym")
 
-__all__ = ["Gateway", "SessionInfo"]
+__all__ = ["Gateway", "SessionInfo", "SessionStatus"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,23 @@ class SessionInfo:
         return f"SessionInfo(id={self.id!r}, openai_base_url={self.openai_base_url!r})"
 
 
+@dataclass(frozen=True)
+class SessionStatus:
+    """A capture session's state beside its trajectory: whether it is closed, its turns
+    recorded, and its refused turns: ``context_overflows`` (refused for a prompt at or
+    over the context length) and ``last_refusal`` (the error code of the last refused
+    turn, e.g. ``"context_length_exceeded"``; None while none was)."""
+
+    id: str
+    closed: bool
+    turns: int
+    context_overflows: int
+    last_refusal: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 class Gateway:
     """Capture sessions for one model: ``tokenizer`` (its family found as ``TokenEnv``
     finds it; ``renderer`` and ``chat_template_kwargs`` as ``TokenEnv`` takes them) and a
@@ -65,6 +85,9 @@ class Gateway:
     ``/v1/models`` lists. ``processor``: a vision-language model's processor (or one in
     the tokenizer's place), for its family's renderer, as ``TokenEnv`` takes it; a
     request holding images is then refused (400): a token sampler takes ids, no pixels.
+    A request's reasoning effort is passed to the chat template as ``reasoning_effort``
+    where the template reads it (:attr:`reads_effort`), else ignored; a changed effort
+    starts a new row.
     """
 
     def __init__(
@@ -87,6 +110,9 @@ class Gateway:
         self.tokenizer = tokenizer
         self.sampler = sampler
         self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, self.processor)
+        self._renderer, self._kwargs = renderer, dict(chat_template_kwargs or {})
+        self._efforts: dict[str, Bridge] = {}
+        self.reads_effort = _reads_effort(self.bridge, renderer, tokenizer, self.processor)
         self.model = model
         self.max_in_flight = max_in_flight
         self.max_tokens = max_tokens
@@ -127,6 +153,13 @@ class Gateway:
         session = self._get(sid)
         with self._lock:
             return copy.deepcopy(session.trajectory)
+
+    def status(self, sid: str) -> SessionStatus:
+        """Session ``sid``'s state and refused turns (see :class:`SessionStatus`)."""
+        session = self._get(sid)
+        with self._lock:
+            return SessionStatus(session.id, session.closed, session.trajectory.turns,
+                                 session.context_overflows, session.last_refusal)
 
     def close_session(self, sid: str, rewards: Sequence[float] = (), *,
               stop_reason: str = "completed") -> Trajectory:
@@ -181,7 +214,16 @@ class Gateway:
         return reader
 
     async def turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
-        """Sample, parse and record one assistant turn for ``request`` (see the module)."""
+        """Sample, parse and record one assistant turn for ``request`` (see the module); a
+        refusal (:class:`GatewayError`) is kept in the session's :meth:`status`."""
+        try:
+            return await self._turn(session, request)
+        except GatewayError as exc:
+            with self._lock:
+                session.refused(exc)
+            raise
+
+    async def _turn(self, session: CaptureSession, request: TurnRequest) -> Reply:
         if request.images and self.processor is not None:
             raise GatewayError(
                 400, f"the request holds {request.images} image(s), but this gateway's "
@@ -194,7 +236,9 @@ class Gateway:
             if session.closed:
                 raise GatewayError(404, f"capture session {session.id} is closed",
                                    code="session_closed")
-            plan = session.plan(self.bridge, request.messages, request.tools)
+            effort = request.effort if self.reads_effort else None
+            plan = session.plan(self._bridge_for(effort), request.messages, request.tools,
+                                variant=effort)
             max_tokens = self._budget(len(plan.prompt), request.max_tokens or self.max_tokens)
             sample = await self._sample(plan.prompt, max_tokens, request)
             parsed = self.bridge.parse(plan.prompt, list(sample.ids), request.tools)
@@ -204,6 +248,23 @@ class Gateway:
             with self._lock:
                 session.commit(self.bridge, plan, sample, turn)
             return reply
+
+    def _bridge_for(self, effort: str | None) -> Bridge:
+        """The bridge rendering with ``effort`` as the template's ``reasoning_effort``
+        (the gateway's own bridge where none is asked); one per effort, kept."""
+        if effort is None:
+            return self.bridge
+        bridge = self._efforts.get(effort)
+        if bridge is None:
+            kwargs = {**self._kwargs, _EFFORT: effort}
+            try:
+                bridge = make_bridge(self.tokenizer, self._renderer, kwargs, self.processor)
+            except (TypeError, ValueError) as exc:  # e.g. a renderer's config names its values
+                raise GatewayError(400, f"the reasoning effort {effort!r} is not one this "
+                                        f"model's renderer takes: {exc}",
+                                   param=_EFFORT) from exc
+            self._efforts[effort] = bridge
+        return bridge
 
     def _budget(self, prompt: int, asked: int) -> int:
         """The turn's token budget: what was asked, within what the context leaves."""
@@ -243,6 +304,22 @@ class Gateway:
         if session is None:
             raise GatewayError(404, f"no capture session {sid!r}", code="session_not_found")
         return session
+
+
+#: The chat-template variable a request's reasoning effort is passed as.
+_EFFORT = "reasoning_effort"
+
+
+def _reads_effort(bridge: Bridge, renderer: Any, tokenizer: Any, processor: Any) -> bool:
+    """Whether a request's reasoning effort reaches the template: the gateway builds its
+    bridge from the tokenizer's chat template (or a renderers name), and that template
+    reads ``reasoning_effort`` (gpt-oss's harmony template does; Qwen3's
+    ``enable_thinking`` is another knob, set by ``chat_template_kwargs``)."""
+    if processor is not None or not isinstance(bridge, TemplateBridge | RenderersBridge):
+        return False
+    if renderer is not None and not isinstance(renderer, str):
+        return False  # a renderers config or Renderer: its kwargs are its own
+    return _EFFORT in str(getattr(tokenizer, "chat_template", None) or "")
 
 
 def _check_sample(sample: Sample, vocab_size: int) -> str | None:

@@ -10,8 +10,10 @@ form an echoed turn is matched in. Options the gateway cannot honour exactly
 Images are counted (``TurnRequest.images``) and shown as a text model's note; a
 vision model's gateway refuses them (its sampler takes ids only). Messages fields a
 coding harness sends that change no sampled id (``thinking``, ``context_management``,
-``metadata``, ``output_config``, ``cache_control`` on any block) are accepted and
-ignored; an echoed turn's reasoning is read back from its thinking ``signature`` (or a
+``metadata``, ``cache_control`` on any block) are accepted and ignored; a reasoning
+effort (Chat's ``reasoning_effort``, Messages' ``output_config.effort``) is read as
+:attr:`TurnRequest.effort`, for a template that reads one; an echoed turn's reasoning
+is read back from its thinking ``signature`` (or a
 ``redacted_thinking`` block's ``data``), the gateway's opaque handle, when its text is
 left out.
 """
@@ -55,6 +57,7 @@ class TurnRequest:
     stream: bool
     images: int = 0
     show_thinking: bool = True  # Messages' thinking.display "omitted": only the signature
+    effort: str | None = None  # the reasoning effort asked, for a template that reads one
 
 
 class ReadMessages:
@@ -120,6 +123,7 @@ def _openai(body: Mapping[str, Any], messages: list[Any], reader: Any) -> TurnRe
         top_p=_number(body.get("top_p"), "top_p", 1.0),
         stream=bool(body.get("stream")),
         images=images,
+        effort=_effort(body.get("reasoning_effort"), "reasoning_effort"),
     )
 
 
@@ -142,6 +146,8 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any], reader: Any) -> Tur
     tools = [_anthropic_tool(t, i) for i, t in enumerate(body.get("tools") or ())]
     chat, images = reader(messages)
     thinking = body.get("thinking")
+    config = body.get("output_config")
+    effort = config.get("effort") if isinstance(config, Mapping) else None
     return TurnRequest(
         wire="anthropic",
         model=str(body.get("model") or ""),
@@ -154,6 +160,7 @@ def _anthropic(body: Mapping[str, Any], messages: list[Any], reader: Any) -> Tur
         images=images,
         show_thinking=not (isinstance(thinking, Mapping)
                            and thinking.get("display") == "omitted"),
+        effort=_effort(effort, "output_config.effort"),
     )
 
 
@@ -243,6 +250,16 @@ def _no_stop(value: Any, name: str) -> None:
         raise GatewayError(400, f"{name}={json.dumps(value)} is not supported: a completion "
                                 "cut at a stop string would not be the ids the model sampled",
                            param=name)
+
+
+def _effort(value: Any, name: str) -> str | None:
+    """A reasoning effort (``"low"``, ``"high"``, ...): a string, passed as it is."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise GatewayError(400, f"{name}={value!r}: a reasoning effort is a string such as "
+                                "'low', 'medium' or 'high'", param=name)
+    return value
 
 
 def _positive(value: Any, name: str) -> int | None:

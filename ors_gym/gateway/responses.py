@@ -121,7 +121,10 @@ def read_responses(body: Any, session: CaptureSession) -> ResponsesRequest:
         head = [{"role": "system", "content": instructions}]
     elif instructions not in (None, "", []):
         raise GatewayError(400, "'instructions' must be a string", param="instructions")
+    asked = body.get("reasoning")
+    effort = asked.get("effort") if isinstance(asked, Mapping) else None
     chat = {"model": body.get("model"), "messages": head + history, "tools": tools,
+            "reasoning_effort": effort,
             "max_completion_tokens": body.get("max_output_tokens"),
             "temperature": body.get("temperature"), "top_p": body.get("top_p"),
             "stream": bool(body.get("stream"))}
@@ -131,7 +134,9 @@ def read_responses(body: Any, session: CaptureSession) -> ResponsesRequest:
         param = exc.param or ""
         param = "input" if param.startswith("messages") else param.replace(
             "max_tokens", "max_output_tokens")
+        param = param.replace("reasoning_effort", "reasoning.effort")
         message = exc.message.replace("max_tokens", "max_output_tokens").replace(
+            "reasoning_effort", "reasoning.effort").replace(
             "'messages'", "'input'").replace("messages[", "the conversation's message [")
         raise GatewayError(exc.status, message, code=exc.code, param=param or None) from None
     return ResponsesRequest(turn, history, body, namespaces)

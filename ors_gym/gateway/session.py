@@ -72,6 +72,14 @@ class CaptureSession:
     entries: list[dict[str, Any] | Recorded] = field(default_factory=list)
     tools_key: str = ""
     rows: RowEngine | None = field(default=None, repr=False)  # the engine, from the first plan
+    context_overflows: int = 0  # turns refused for a prompt at or over the context length
+    last_refusal: str | None = None  # the code (else the status) of the last refused turn
+
+    def refused(self, error: GatewayError) -> None:
+        """Record a turn refused with ``error`` (the trajectory is not touched)."""
+        if error.code == "context_length_exceeded":
+            self.context_overflows += 1
+        self.last_refusal = error.code or str(error.status)
 
     @classmethod
     def new(cls, renderer: str) -> CaptureSession:
@@ -88,15 +96,18 @@ class CaptureSession:
 
     # -- before sampling ----------------------------------------------------------------
     def plan(self, bridge: Bridge, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]]) -> Plan:
+             tools: list[dict[str, Any]], *, variant: str | None = None) -> Plan:
         """The prompt for ``messages`` and ``tools``: the row's ids plus the new messages'
-        where the request continues the row, else a new row's rendering."""
+        where the request continues the row, else a new row's rendering. ``bridge``
+        renders this request (``variant`` names its template arguments, e.g. a reasoning
+        effort: a changed variant renders the conversation anew, so starts a new row)."""
         if messages[-1]["role"] == "assistant":
             raise GatewayError(400, "the last message is an assistant turn: the gateway "
                                     "samples a whole new turn, so end with a user or tool "
                                     "message", param="messages")
         rows = self._rows(bridge)
-        tools_key = json.dumps(tools, sort_keys=True)
+        rows.bridge = bridge  # renders this request's ids (the record is not touched)
+        tools_key = json.dumps([tools, variant], sort_keys=True)
         cut = self._continues(messages, tools_key)
         if cut is not None and rows.last is not None:  # the new messages hold no assistant turn
             growth = rows.follow(rows.last, messages[cut:], tools)

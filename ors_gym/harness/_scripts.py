@@ -17,7 +17,8 @@ _INSTRUCTIONS = ("Solve the task with the tools. When the task is done, reply wi
                  "final answer in plain text.")
 
 OPENAI_AGENTS = f'''\
-"""The OpenAI Agents SDK on an ORS episode (Chat Completions model, MCP over HTTP)."""
+"""The OpenAI Agents SDK on an ORS episode (its default model: Responses; MCP over HTTP).
+ORS_AGENTS_API=chat: its Chat Completions model instead."""
 import asyncio
 import os
 import sys
@@ -33,8 +34,9 @@ def call_meta(context):
 
 async def main() -> None:
     set_tracing_disabled(True)
-    model = OpenAIChatCompletionsModel(model=os.environ["ORS_MODEL"],
-                                       openai_client=AsyncOpenAI())
+    model = os.environ["ORS_MODEL"]  # the SDK's default provider: the Responses API
+    if os.environ.get("ORS_AGENTS_API") == "chat":
+        model = OpenAIChatCompletionsModel(model=model, openai_client=AsyncOpenAI())
     async with MCPServerStreamableHttp({{"url": os.environ["ORS_MCP_URL"]}}, name="ors",
                                        cache_tools_list=False,
                                        tool_meta_resolver=call_meta) as server:
@@ -42,6 +44,8 @@ async def main() -> None:
                       mcp_servers=[server])
         result = await Runner.run(agent, sys.argv[1], max_turns=int(os.environ.get(
             "ORS_MAX_TURNS", "50")))
+    # the last response's id, as the server named it (none for a Chat Completions model)
+    print(f"response id: {{result.raw_responses[-1].response_id}}", file=sys.stderr)
     print(result.final_output)
 
 

@@ -3,10 +3,9 @@
 :class:`GatewayClient` offers what :class:`~ors_gym.harness.HarnessRunner` asks of a
 :class:`~ors_gym.gateway.Gateway` (open a capture session, read its trajectory,
 close it with the episode's rewards, drop it) over ``POST /sessions``,
-``GET /sessions/SID``, ``POST /sessions/SID/close`` and ``DELETE /sessions/SID``, so
-a runner on a Ray worker or another machine records through one shared gateway.
-A refusal for a full context is not visible through that API: a remote episode that
-hits it ends as ``harness_failed`` (or ``harness_exited``), not ``context_full``.
+``GET /sessions/SID``, ``GET /sessions/SID/status``, ``POST /sessions/SID/close`` and
+``DELETE /sessions/SID``, so a runner on a Ray worker or another machine records
+through one shared gateway (a turn refused for a full context included).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from ors_gym.gateway import SessionInfo
+from ors_gym.gateway import SessionInfo, SessionStatus
 from ors_gym.tokens import Trajectory
 
 __all__ = ["GatewayClient"]
@@ -48,6 +47,10 @@ class GatewayClient:
 
     def trajectory(self, sid: str) -> Trajectory:
         return Trajectory.from_dict(self._call("GET", f"/sessions/{sid}").json())
+
+    def status(self, sid: str) -> SessionStatus:
+        data = self._call("GET", f"/sessions/{sid}/status").json()
+        return SessionStatus(**data)
 
     def close_session(self, sid: str, rewards: Sequence[float] = (), *,
                       stop_reason: str = "completed") -> Trajectory:

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from ors_gym.gateway import Gateway
-from ors_gym.harness import _refusals
 from ors_gym.harness._process import Ended, run_process
 from ors_gym.harness.remote import GatewayClient
 from ors_gym.harness.spec import Harness, HarnessContext, Launch
@@ -126,7 +125,6 @@ class HarnessRunner:
                              watch_tools=watch_tools)
         self._host = host
         self._serving: Any = None
-        self._full = _refusals.watch(gateway)
 
     async def __aenter__(self) -> HarnessRunner:
         self._serving = self.mcp.serve(self._host)
@@ -220,7 +218,7 @@ class HarnessRunner:
             return "finished"
         if ended.why == "deadline":
             return "deadline"
-        if sid in self._full:
+        if self.gateway.status(sid).context_overflows:  # a turn refused for a full context
             return "context_full"
         if ended.status != 0:
             return "harness_failed"
@@ -238,7 +236,6 @@ class HarnessRunner:
             logger.warning("releasing a harness episode's ORS session failed: %s: %s",
                            type(exc).__name__, exc)
         if sid is not None:
-            self._full.discard(sid)
             try:
                 if sid in self.gateway.sessions:
                     if self.gateway.trajectory(sid).stop_reason is None:

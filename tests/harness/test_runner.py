@@ -119,21 +119,31 @@ def test_a_failing_harness_ends_with_its_stop_reason_and_leaks_nothing(
     assert episode.calls == [] and episode.reward == 0.0
 
 
-def test_a_full_context_is_its_own_stop_reason(backend: Any, script: Any, tok: Any) -> None:
+@pytest.mark.parametrize("reached", ["in-process", "over-http"])
+def test_a_full_context_is_its_own_stop_reason(backend: Any, script: Any, tok: Any,
+                                               reached: str) -> None:
+    """Seen in the gateway's record of its refusals, in process and through its session
+    API (as a remote worker's runner reads it)."""
     from ors_gym.gateway import Gateway, GatewayThread
+    from ors_gym.harness import GatewayClient
     from ors_gym.sampling import VllmCompletions
 
     script.use(counter_player(tok))
     small = Gateway(tok, VllmCompletions(backend.base_url, "tiny"), model="tiny",
                     context_length=16)
     with GatewayThread(small):
+        assert small.url is not None
+        used = small if reached == "in-process" else GatewayClient(small.url, model="tiny")
+
         async def main() -> Any:
-            async with HarnessRunner(small) as runner:
+            async with HarnessRunner(used) as runner:
                 return await runner.run(Harness("chat", call=chat_agent),
                                         AsyncOrsEnv(env_class=COUNTER),
                                         options={"task_spec": {"target": 3}}, deadline=60)
 
         episode = asyncio.run(main())
+        if isinstance(used, GatewayClient):
+            used.close()
     assert episode.stop == "context_full" and episode.exit_status == 1
     assert "context length" in (episode.error or "")
     assert episode.trajectory.stop_reason == "context_overflow"

@@ -1,5 +1,6 @@
 """Real harnesses from the package registries play a real ORS environment through the runner:
-the OpenAI Agents SDK (``MCPServerStreamableHttp``, a Chat Completions model), pydantic-ai (MCP
+the OpenAI Agents SDK (``MCPServerStreamableHttp``, its default Responses model and its Chat
+Completions model), pydantic-ai (MCP
 toolsets from the ``mcpServers`` JSON file) and smolagents (``ToolCollection.from_mcp``), each in
 a venv of its own, their model the gateway over the stand-in backend. The calls reach the
 environment, the results reach the harness, the ids are the sampled ones with their mask and
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -32,13 +33,17 @@ def _called_ids(traj: Any) -> list[str]:
 
 
 @pytest.mark.parametrize(("name", "transport"), [
-    ("openai-agents", "http"), ("pydantic-ai", "http"), ("smolagents", "http"),
+    ("openai-agents", "http"), ("openai-agents:chat", "http"), ("pydantic-ai", "http"),
+    ("smolagents", "http"),
     ("pydantic-ai", "stdio")])  # the harness starts the stdio relay from its mcpServers file
 def test_a_python_sdk_harness_plays_the_counter(
-        name: str, transport: str, gateway: Any, backend: Any, script: Any, tok: Any,
-        harness_python: str, smolagents_python: str) -> None:
+        name: str, transport: Literal["http", "stdio"], gateway: Any, backend: Any,
+        script: Any, tok: Any, harness_python: str, smolagents_python: str) -> None:
+    name, _, api = name.partition(":")  # openai-agents: Responses (its default), or Chat
     python = smolagents_python if name == "smolagents" else harness_python
-    harness = dataclasses.replace(preset(name, python=python), transport=transport)
+    harness = preset(name, python=python)
+    env = {**harness.env, "ORS_AGENTS_API": api} if api else harness.env
+    harness = dataclasses.replace(harness, transport=transport, env=env)
     script.use(counter_player(tok))
     ors = AsyncLocalBackend(BUNDLED["Counter"])  # shared by the episode: it counts sessions
 
@@ -68,6 +73,9 @@ def test_a_python_sdk_harness_plays_the_counter(
     # the ids the model sampled, verbatim, with their mask and logprobs
     check_verbatim(traj, backend.requests, tok)
     assert traj.turns == len(backend.requests)
+    if name == "openai-agents":  # its default model spoke Responses: the ids are the gateway's
+        said = "response id: None" if api == "chat" else "response id: resp_"
+        assert said in episode.stderr, episode.stderr[-3000:]
     if name != "smolagents":  # its MCP adapter sends no _meta: the ORS ids stand
         # the harness's own call ids came with the calls (two calls of one turn included)
         assert [c["id"] for c in episode.calls] == [
