@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ors_gym.sampling import Sample, SamplingError, TokenSampler
@@ -41,7 +41,7 @@ class EndedEpisode:
     row: EpisodeRow
     trajectory: Trajectory
     info: dict[str, Any]
-    step_s: tuple[float, ...] = field(default=())
+    step_s: tuple[float, ...] = ()
 
 
 #: ``on_sample(index, answer)``: told, for observation only, what the sampler answered
