@@ -28,6 +28,7 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,7 @@ def _tokenizer() -> Any:
 async def _group(url: str, tok: Any, delays: list[list[int]], free: bool) -> float:
     """One group's wall time, in seconds."""
     from benchmarks._tiny_lm import tool_call
-    from ors_gym.tokens import AsyncTokenBatch, EpisodeRow, Turn
+    from ors_gym.tokens import AsyncTokenBatch, EpisodeRow
 
     wait = [*tok(tool_call("wait", {}), add_special_tokens=False)["input_ids"], tok.eos_token_id]
     rows = [EpisodeRow("ors/Latency-v0", {"base_url": url},
@@ -56,10 +57,7 @@ async def _group(url: str, tok: Any, delays: list[list[int]], free: bool) -> flo
     async with AsyncTokenBatch(tok) as batch:
         start = time.perf_counter()
         if free:
-            def sample(turn: Turn) -> list[int]:
-                return wait
-
-            async with aclosing(batch.run_free(rows, sample)) as ended:
+            async with aclosing(batch.run_free(rows, _Waits(wait))) as ended:
                 done = [e async for e in ended]
             assert all(e.trajectory.turns == TURNS for e in done)
         else:
@@ -68,6 +66,23 @@ async def _group(url: str, tok: Any, delays: list[list[int]], free: bool) -> flo
                 await batch.step([wait if k in running else None for k in range(len(rows))])
             assert all(t.turns == TURNS for t in batch.trajectories)
         return time.perf_counter() - start
+
+
+class _Waits:
+    """A ``TokenSampler`` answering every prompt at once with a ``wait`` call."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    async def sample(self, prompt_ids: Sequence[int], *, max_tokens: int,
+                     stop_token_ids: Sequence[int] = (), temperature: float = 1.0,
+                     top_p: float = 1.0, logprobs: bool = True) -> Any:
+        from ors_gym.sampling import Sample
+
+        return Sample(list(self.ids), None, "stop")
+
+    async def aclose(self) -> None:
+        return None
 
 
 def run(sizes: tuple[int, ...] = (8, 32), rounds: int = 3, seed: int = 0,

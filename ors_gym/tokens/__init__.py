@@ -19,7 +19,7 @@ stop reasons. Needs a tokenizer
 from __future__ import annotations
 
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._free import EndedEpisode, Turn
+from ors_gym.tokens._free import EndedEpisode
 from ors_gym.tokens._open import EnvPool, EpisodeRow, shared_pool
 from ors_gym.tokens._vision import is_processor, split_processor
 from ors_gym.tokens.async_env import AsyncTokenEnv
@@ -41,7 +41,6 @@ __all__ = [
     "TokenRow",
     "TokenSpace",
     "Trajectory",
-    "Turn",
     "filter_stale",
     "is_processor",
     "make_bridge",

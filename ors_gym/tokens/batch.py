@@ -34,12 +34,14 @@ from typing import Any
 from ors_gym import _cleanup
 from ors_gym._runtime import Runtime, blocking
 from ors_gym.async_env import AsyncOrsEnv
+from ors_gym.sampling import TokenSampler
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
 from ors_gym.tokens._episode import BatchEpisode
-from ors_gym.tokens._free import EndedEpisode, Sampler, run_free
+from ors_gym.tokens._free import EndedEpisode, OnSample, SampleSettings, run_free
 from ors_gym.tokens._open import EnvPool, EpisodeRow
 from ors_gym.tokens._record import TokenRecord
+from ors_gym.tokens._room import Budget, Room
 from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.bridge import Bridge
 from ors_gym.tokens.trajectory import Trajectory
@@ -166,16 +168,38 @@ class AsyncTokenBatch:
         await asyncio.gather(*(e.end() for e in chosen))
 
     # -- free-running -----------------------------------------------------------------------
-    def run_free(self, rows: Rows, sample: Sampler, *, max_in_flight: int | None = None
-                 ) -> AsyncIterator[EndedEpisode]:
-        """Play one episode per row, each on its own: ``sample(turn)`` gives an episode's
-        next action (awaited or not; None ends it with ``max_tokens``) as soon as its
-        previous step returns, and each episode is yielded as an :class:`EndedEpisode` the
-        moment it ends, its session already given back. At most ``max_in_flight``
-        episodes are open at once (default: all). Use it within
+    def run_free(
+        self,
+        rows: Rows,
+        sampler: TokenSampler,
+        *,
+        max_tokens: int | None = None,
+        budget: Budget = "row",
+        max_prompt: int | None = None,
+        max_model_len: int | None = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_in_flight: int | None = None,
+        on_sample: OnSample | None = None,
+    ) -> AsyncIterator[EndedEpisode]:
+        """Play one episode per row, each on its own: as soon as an episode's previous step
+        returns, ``sampler`` samples its next turn (stopping at the bridge's stop ids), and
+        each episode is yielded as an :class:`EndedEpisode` the moment it ends, its session
+        already given back. The limits are ``run_lockstep``'s: ``max_tokens`` (default: the
+        batch's) counted as ``budget`` says (``"row"``, ``"episode"`` or ``"sampled"``),
+        else the episode ends with ``max_tokens``; ``max_prompt`` (the first prompt) and
+        ``max_model_len`` (every prompt, and no turn asks past it), else it ends with
+        ``context_overflow``. A sampler's exception, or a sample whose finish reason is
+        ``"abort"``, ends its episode with ``env_error``. ``on_sample(index, answer)``,
+        for observation only, is told each answer (a ``Sample`` or that exception). At
+        most ``max_in_flight`` episodes are open at once (default: all). Use it within
         ``contextlib.aclosing`` to stop early: closing ends the episodes still running.
         The lockstep episodes (``trajectories``) are not touched."""
-        return run_free([self._episode(row) for row in _rows(rows)], sample, max_in_flight)
+        room = Room(self.max_tokens if max_tokens is None else max_tokens, budget, max_prompt,
+                    max_model_len)
+        settings = SampleSettings(sampler, room, sorted(self.bridge.stops), temperature, top_p,
+                                  on_sample)
+        return run_free([self._episode(row) for row in _rows(rows)], settings, max_in_flight)
 
     # -- closing ----------------------------------------------------------------------------
     async def close(self) -> None:

@@ -1,14 +1,16 @@
 """The token worker's event loop: free-running episodes, groups scored as they end.
 
 Each group (one row, ``num_generations`` episodes) is an ``AsyncTokenBatch.run_free``
-over the worker's shared :class:`~ors_gym.tokens.EnvPool`: every episode samples its
-next turn the moment its own tool returns, whatever the other episodes do, and gives
-its session back when it ends. A group is scored when its last episode ends: the ORS
-returns, plus the environment's ``score_group`` where it has one and it is asked for;
-advantages are normalised within the group as TRL's own worker does. Every sampled
-turn carries the policy version current when it was sampled (``"policy_version"`` in
-the step action, kept in ``Trajectory.policy_versions``); a group whose oldest turn
-is more than ``max_staleness`` versions behind at scoring is dropped. The episodes in
+over the worker's shared :class:`~ors_gym.tokens.EnvPool`, with the worker's
+``TokenSampler`` and ``run_free``'s own limits (``max_tokens`` counting sampled ids
+only, ``max_model_len``): every episode samples its next turn the moment its own tool
+returns, whatever the other episodes do, and gives its session back when it ends. A
+group is scored when its last episode ends: the ORS returns, plus the environment's
+``score_group`` where it has one and it is asked for; advantages are normalised within
+the group as TRL's own worker does. Every sampled turn carries the policy version
+current when it was asked for (the sampler is wrapped to name it in each ``Sample``;
+``run_free`` keeps it in ``Trajectory.policy_versions``); a group whose oldest turn is
+more than ``max_staleness`` versions behind at scoring is dropped. The episodes in
 flight are bounded by a semaphore, taken a group at a time.
 """
 
@@ -17,14 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import logging
 import math
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ors_gym.sampling import SamplingError, TokenSampler
+from ors_gym.sampling import Sample, TokenSampler
 from ors_gym.scoring import ascore_group
 from ors_gym.tokens import (
     AsyncTokenBatch,
@@ -32,13 +33,10 @@ from ors_gym.tokens import (
     EnvPool,
     EpisodeRow,
     Trajectory,
-    Turn,
     stops,
 )
 
 __all__ = ["EpisodeResult", "GroupScorer", "LoopSettings", "play_group", "run_groups"]
-
-logger = logging.getLogger("ors_gym")
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,6 @@ class LoopSettings:
     max_episodes: int
     max_staleness: int | None
     score_group: bool | None
-    stop_ids: tuple[int, ...]
     max_groups: int | None = None
     token_kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -82,61 +79,66 @@ class _Hooks:
         self.idle = idle
 
 
+@dataclass(frozen=True)
+class _VersionedSample(Sample):
+    """A sample with the policy version live when it was asked for (``run_free`` records
+    it in the step action)."""
+
+    policy_version: int | None = None
+
+
+class _Versioned:
+    """The worker's sampler, each sample tagged with the policy version current when its
+    request went out (weights may change while it is sampled)."""
+
+    def __init__(self, sampler: TokenSampler, version: Callable[[], int]) -> None:
+        self.sampler, self.version = sampler, version
+
+    async def sample(self, prompt_ids: Sequence[int], *, max_tokens: int,
+                     stop_token_ids: Sequence[int] = (), temperature: float = 1.0,
+                     top_p: float = 1.0, logprobs: bool = True) -> Sample:
+        version = self.version()
+        got = await self.sampler.sample(prompt_ids, max_tokens=max_tokens,
+                                        stop_token_ids=stop_token_ids, temperature=temperature,
+                                        top_p=top_p, logprobs=logprobs)
+        return _VersionedSample(got.ids, got.logprobs, got.finish_reason, version)
+
+    async def aclose(self) -> None:  # the worker closes its own sampler
+        return None
+
+
 async def play_group(row: EpisodeRow, tokenizer: Any, sampler: TokenSampler, pool: EnvPool,
                      settings: LoopSettings, hooks: _Hooks,
                      ended: Callable[[], None]) -> list[EpisodeResult]:
     """Play the group's episodes free; ``ended()`` is called as each one ends."""
     n = settings.num_generations
-    # ``max_tokens`` is the episode's sampled-token budget, counted here; the record's own
-    # ``max_tokens`` would charge the environment's ids between turns to it as well
+    # ``max_tokens`` is the episode's sampled-token budget (``budget="sampled"``); the
+    # record's own ``max_tokens`` would charge the environment's ids between turns to it
     batch = AsyncTokenBatch(tokenizer, max_tokens=None, pool=pool, **settings.token_kwargs)
     began = time.monotonic()
-    returned: dict[int, float] = {}  # episode -> when its last sample came back
-    tool_s: list[list[float]] = [[] for _ in range(n)]
     failed: set[int] = set()
-    overflowed: set[int] = set()
-    sampled = [0] * n  # each episode's sampled ids so far (what max_tokens bounds)
 
-    async def sample(turn: Turn) -> dict[str, Any] | str | None:
-        if turn.index in returned:
-            tool_s[turn.index].append(time.monotonic() - returned[turn.index])
-        budget = settings.max_tokens - sampled[turn.index]
-        if settings.max_model_len is not None and settings.max_model_len - len(turn.ids) <= 0:
-            overflowed.add(turn.index)  # ungraded: the model cannot go on
-            return stops.CONTEXT_OVERFLOW
-        if settings.max_model_len is not None:
-            budget = min(budget, settings.max_model_len - len(turn.ids))
-        if budget <= 0:
-            return None  # the episode's token budget is used up: it ends with max_tokens
-        version = hooks.version()
-        try:
-            got = await sampler.sample(
-                turn.ids, max_tokens=budget, stop_token_ids=settings.stop_ids,
-                temperature=settings.temperature, top_p=settings.top_p, logprobs=True)
-            if got.finish_reason == "abort":
-                raise SamplingError("the server aborted the request")
-        except SamplingError as exc:
-            logger.warning("an episode of %s ends unsampled (env_error): %s", row.env_id, exc)
-            failed.add(turn.index)
-            raise
-        hooks.beat()
-        returned[turn.index] = time.monotonic()
-        sampled[turn.index] += len(got.ids)
-        return {"ids": got.ids, "logprobs": got.logprobs, "policy_version": version}
+    def answered(k: int, answer: Sample | BaseException) -> None:
+        if isinstance(answer, BaseException):
+            failed.add(k)  # ungraded: the sampler could not sample it
+        else:
+            hooks.beat()
 
     results: list[EpisodeResult | None] = [None] * n
+    playing = batch.run_free(
+        [row] * n, _Versioned(sampler, hooks.version), max_tokens=settings.max_tokens,
+        budget="sampled", max_model_len=settings.max_model_len,
+        temperature=settings.temperature, top_p=settings.top_p, on_sample=answered)
     # run_free is an async generator: closing it ends the episodes still running
-    playing = cast("AsyncGenerator[EndedEpisode, None]", batch.run_free([row] * n, sample))
-    async with contextlib.aclosing(playing) as episodes:
+    async with contextlib.aclosing(
+            cast("AsyncGenerator[EndedEpisode, None]", playing)) as episodes:
         async for done in episodes:
-            now = time.monotonic()
-            k = done.index
-            if k in returned:
-                tool_s[k].append(now - returned[k])
-            results[k] = EpisodeResult(done.trajectory, tool_s[k], now - began, k in failed,
-                                       k in overflowed)
+            k, traj = done.index, done.trajectory
+            results[k] = EpisodeResult(traj, list(done.step_s), time.monotonic() - began,
+                                       k in failed,
+                                       traj.stop_reason == stops.CONTEXT_OVERFLOW)
             ended()
-            if not done.trajectory.failed:
+            if not traj.failed:
                 hooks.beat()
     return [r for r in results if r is not None]
 

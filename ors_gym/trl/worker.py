@@ -102,13 +102,13 @@ class OrsRolloutWorker:
                              if v is not None})
         self.tokenizer = tokenizer
         self.sampler = sampler
-        bridge, stop_ids = _bridge(tokenizer, token_kwargs)
+        bridge = _bridge(tokenizer, token_kwargs)
         if not bridge.multimodal:  # one bridge serves every episode (it keeps no state)
             token_kwargs["renderer"] = bridge
         self.settings = LoopSettings(
             num_generations=num_generations, max_tokens=max_tokens, max_model_len=max_model_len,
             temperature=temperature, top_p=top_p, max_episodes=max_episodes,
-            max_staleness=max_staleness, score_group=score_group, stop_ids=stop_ids,
+            max_staleness=max_staleness, score_group=score_group,
             max_groups=max_groups, token_kwargs=token_kwargs)
         self.rollout_buffer: queue.Queue[Any] = queue.Queue(maxsize=queue_maxsize)
         self.metrics_queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=4096)
@@ -278,17 +278,12 @@ def _rows_of(source: Any) -> tuple[list[EpisodeRow], dict[str, Any]]:
     return rows, {}
 
 
-def _bridge(tokenizer: Any, token_kwargs: Mapping[str, Any]) -> tuple[Any, tuple[int, ...]]:
-    """The family's bridge (as ``TokenEnv`` makes it) and the ids a sampled turn ends on."""
+def _bridge(tokenizer: Any, token_kwargs: Mapping[str, Any]) -> Any:
+    """The family's bridge, as ``TokenEnv`` makes it (its ``stops`` end each sampled turn)."""
     from ors_gym.tokens import make_bridge
 
-    bridge = make_bridge(tokenizer, token_kwargs.get("renderer"),
-                         token_kwargs.get("chat_template_kwargs"))
-    ids = set(getattr(bridge, "stops", ()))
-    eos = getattr(tokenizer, "eos_token_id", None)
-    if isinstance(eos, int):
-        ids.add(eos)
-    return bridge, tuple(sorted(ids))
+    return make_bridge(tokenizer, token_kwargs.get("renderer"),
+                       token_kwargs.get("chat_template_kwargs"))
 
 
 def _rollout_sample_class() -> type:

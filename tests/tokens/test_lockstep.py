@@ -12,6 +12,7 @@ import asyncio
 import importlib.util
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -145,3 +146,61 @@ def test_sampled_ids_are_cut_at_the_first_stop_id() -> None:
     assert stops.cut_at_stop([5, 7, 2, 9, 2], {2, 3}, keep=False) == [5, 7]
     assert stops.cut_at_stop([5, 7], {2}, keep=True) == [5, 7]
     assert stops.cut_at_stop([], {2}, keep=False) == []
+
+
+def test_run_free_s_limits_and_policy_versions_apply_in_lockstep_too(
+    tok: Any, latency: dict[str, Any], caplog: pytest.LogCaptureFixture,
+) -> None:
+    """``max_model_len`` just past one reply: the first turn asks for what fits, and the
+    second prompt (the reply and the environment's ids) fills it: ``context_overflow``
+    after one turn, each turn's ``policy_version`` recorded. One filling it with the first
+    prompt ends unsampled, said at WARNING naming ``max_model_len``. ``budget="sampled"``
+    of two replies asks for two, then one, then ends with ``max_tokens``."""
+
+    @dataclass(frozen=True)
+    class Versioned(Sample):
+        policy_version: int | None = None
+
+    class Counting:
+        def __init__(self) -> None:
+            self.reply = [*encode(tok, tool_call_text("wait", {})), tok.eos_token_id]
+            self.turns: list[list[int]] = []
+
+        async def sample_batch(self, prompts: Sequence[Sequence[int]], *,
+                               max_tokens: Sequence[int], **_: Any) -> list[Sample]:
+            self.turns.append(list(max_tokens))
+            return [Versioned(self.reply, None, "stop", len(self.turns)) for _ in prompts]
+
+        async def sample(self, prompt_ids: Sequence[int], **_: Any) -> Sample:
+            raise AssertionError("sample_all asks sample_batch")
+
+        async def aclose(self) -> None:
+            return None
+
+    reply = len(Counting().reply)
+
+    async def run() -> dict[str, tuple[list[Any], list[list[int]]]]:
+        async with AsyncTokenBatch(tok, max_tokens=400) as batch:
+            first, _ = await batch.reset([row(latency, 3)])
+            prompt = len(first[0])
+            out = {}
+            for name, limits in (("fits", {"max_model_len": prompt + reply + 1}),
+                                 ("filled", {"max_model_len": prompt}),
+                                 ("sampled", {"max_tokens": 2 * reply, "budget": "sampled"})):
+                sampler = Counting()
+                done = await run_lockstep(batch, [row(latency, 3)] * 2, sampler, **limits)
+                out[name] = done, sampler.turns
+            return out
+
+    with caplog.at_level(logging.WARNING, logger="ors_gym"):
+        got = asyncio.run(run())
+    done, turns = got["fits"]
+    assert [t.stop_reason for t in done] == [stops.CONTEXT_OVERFLOW] * 2
+    assert [t.turns for t in done] == [1, 1] and turns == [[reply + 1] * 2]
+    assert [t.policy_versions for t in done] == [[1], [1]]
+    done, turns = got["filled"]
+    assert [t.stop_reason for t in done] == [stops.CONTEXT_OVERFLOW] * 2 and turns == []
+    assert "2 of 2 episodes' first prompts" in caplog.text and "(max_model_len)" in caplog.text
+    done, turns = got["sampled"]
+    assert [t.stop_reason for t in done] == [stops.MAX_TOKENS] * 2
+    assert turns == [[2 * reply] * 2, [reply] * 2]

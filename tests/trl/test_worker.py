@@ -475,7 +475,7 @@ def test_an_orsspec_gives_its_rows_and_bad_arguments_are_named(
     assert worker._rows == [EpisodeRow("ors/Relay-v0", {"base_url": url},
                                        {"index": i, "split": "train"}) for i in (0, 1)]
     assert worker.settings.token_kwargs["system"] == "Be brief."
-    assert tok.convert_tokens_to_ids("<|im_end|>") in worker.settings.stop_ids
+    assert tok.convert_tokens_to_ids("<|im_end|>") in worker.settings.token_kwargs["renderer"].stops
     with pytest.raises(ValueError, match=r"max_episodes \(4\) must be at least num_generations"):
         OrsRolloutWorker(relay, tok, sampler, num_generations=8, max_episodes=4)
     with pytest.raises(TypeError, match="sampler must be a TokenSampler"):
