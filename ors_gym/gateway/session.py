@@ -144,7 +144,7 @@ class CaptureSession:
         rows = self._rows(bridge)
         rows.grow(plan.growth)  # the last turn grown past: the new messages, or a new row
         # the sampler's policy version where it names one (a plain Sample names none)
-        version = getattr(sample, "policy_version", None)
+        version = sample.policy_version
         rows.add_turn(list(sample.ids), sample.logprobs, version, rows.message(turn))
         self.trajectory.tools = plan.tools
         calls = tuple((c.name, _canonical(c.arguments)) for c in turn.tool_calls)

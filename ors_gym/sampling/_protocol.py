@@ -23,11 +23,13 @@ FinishReason = Literal["stop", "length", "abort"]
 
 @dataclass(frozen=True)
 class Sample:
-    """One completion: its ids verbatim, their logprobs when asked, why it ended."""
+    """One completion: its ids verbatim, their logprobs when asked, why it ended, and the
+    version of the weights that sampled it when the sampler knows it (recorded per turn)."""
 
     ids: list[int]
     logprobs: list[float] | None
     finish_reason: FinishReason
+    policy_version: int | None = None
 
 
 class SamplingError(RuntimeError):

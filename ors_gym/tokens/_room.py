@@ -5,7 +5,7 @@ Before each turn the lockstep driver (``run_lockstep``) and the free-running one
 still sample, or the stop reason it ends with instead (``max_tokens`` when its budget
 is used, ``context_overflow`` when its prompt leaves the model no room). A sample
 becomes its step's action by :func:`action_of`, with the policy version a sampler's
-``Sample`` names (an attribute ``policy_version``; a plain ``Sample`` names none).
+``Sample`` names (its ``policy_version``, None when the sampler does not know it).
 """
 
 from __future__ import annotations
@@ -81,4 +81,4 @@ def _used(trajectory: Trajectory, budget: Budget) -> int:
 def action_of(sample: Sample) -> dict[str, Any]:
     """The step action of a sample: its ids, logprobs and policy version (if it names one)."""
     return {"ids": sample.ids, "logprobs": sample.logprobs,
-            "policy_version": getattr(sample, "policy_version", None)}
+            "policy_version": sample.policy_version}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import math
 import time
@@ -79,14 +80,6 @@ class _Hooks:
         self.idle = idle
 
 
-@dataclass(frozen=True)
-class _VersionedSample(Sample):
-    """A sample with the policy version live when it was asked for (``run_free`` records
-    it in the step action)."""
-
-    policy_version: int | None = None
-
-
 class _Versioned:
     """The worker's sampler, each sample tagged with the policy version current when its
     request went out (weights may change while it is sampled)."""
@@ -101,7 +94,7 @@ class _Versioned:
         got = await self.sampler.sample(prompt_ids, max_tokens=max_tokens,
                                         stop_token_ids=stop_token_ids, temperature=temperature,
                                         top_p=top_p, logprobs=logprobs)
-        return _VersionedSample(got.ids, got.logprobs, got.finish_reason, version)
+        return dataclasses.replace(got, policy_version=version)
 
     async def aclose(self) -> None:  # the worker closes its own sampler
         return None
