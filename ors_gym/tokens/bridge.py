@@ -199,6 +199,9 @@ class TemplateBridge:
         )
 
     def _encode(self, text: str) -> list[int]:
+        backend = _plain_backend(self.tokenizer)
+        if backend is not None:  # the same ids, without transformers' wrapping per call
+            return list(backend.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _ids(
@@ -344,6 +347,19 @@ def _text_family(name: str) -> Family:
             f"renderer={name!r} rather than the chat template"
         )
     return fam
+
+
+def _plain_backend(tokenizer: Any) -> Any:
+    """A fast tokenizer's ``tokenizers.Tokenizer`` when calling it gives what calling the
+    tokenizer (no truncation, no padding, special tokens kept whole) gives; else None."""
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "split_special_tokens",
+                                                           False):
+        return None
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (backend is None or backend.truncation is not None or backend.padding is not None
+            or backend.encode_special_tokens):
+        return None
+    return backend
 
 
 def _special_ids(tokenizer: Any) -> set[int]:
