@@ -362,6 +362,32 @@ def _plain_backend(tokenizer: Any) -> Any:
     return backend
 
 
+class BackendEncoding:
+    """``tokenizer`` for a renderer: its ``encode(text, add_special_tokens=False)`` (what
+    renderers call for every piece of a turn) goes straight to a fast tokenizer's own
+    ``tokenizers.Tokenizer`` when that gives the same ids (see ``_plain_backend``);
+    everything else is the tokenizer's own."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.tokenizer(*args, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.tokenizer)
+
+    def encode(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
+        backend = None if add_special_tokens or kwargs or not isinstance(text, str) \
+            else _plain_backend(self.tokenizer)
+        if backend is not None:
+            return list(backend.encode(text, add_special_tokens=False).ids)
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens, **kwargs)
+
+
 def _special_ids(tokenizer: Any) -> set[int]:
     ids = set(getattr(tokenizer, "all_special_ids", ()) or ())
     added = getattr(tokenizer, "added_tokens_decoder", None) or {}
