@@ -363,10 +363,12 @@ def _plain_backend(tokenizer: Any) -> Any:
 
 
 class BackendEncoding:
-    """``tokenizer`` for a renderer: its ``encode(text, add_special_tokens=False)`` (what
-    renderers call for every piece of a turn) goes straight to a fast tokenizer's own
-    ``tokenizers.Tokenizer`` when that gives the same ids (see ``_plain_backend``);
-    everything else is the tokenizer's own."""
+    """``tokenizer`` for a renderer: its ``encode(text, add_special_tokens=False)`` and
+    its call on one text without special tokens (ids, and offsets if asked: what
+    renderers do for every piece of a turn) go straight to a fast tokenizer's own
+    ``tokenizers.Tokenizer`` when that gives the same ids (see ``_plain_backend``); the
+    call then answers a plain dict of ``input_ids``, ``attention_mask`` and
+    ``offset_mapping``. Everything else is the tokenizer's own."""
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
@@ -375,7 +377,18 @@ class BackendEncoding:
         return getattr(self.tokenizer, name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.tokenizer(*args, **kwargs)
+        # renderers' call: (text, add_special_tokens=False, return_offsets_mapping=True)
+        backend = None
+        if (len(args) == 1 and isinstance(args[0], str) and kwargs.get("add_special_tokens")
+                is False and set(kwargs) <= {"add_special_tokens", "return_offsets_mapping"}):
+            backend = _plain_backend(self.tokenizer)
+        if backend is None:
+            return self.tokenizer(*args, **kwargs)
+        encoding = backend.encode(args[0], add_special_tokens=False)
+        out = {"input_ids": encoding.ids, "attention_mask": encoding.attention_mask}
+        if kwargs.get("return_offsets_mapping"):
+            out["offset_mapping"] = encoding.offsets
+        return out
 
     def __len__(self) -> int:
         return len(self.tokenizer)

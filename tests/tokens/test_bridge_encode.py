@@ -64,3 +64,22 @@ def test_truncation_set_on_the_backend_does_not_cut_the_prompt() -> None:
     tok.backend_tokenizer.enable_truncation(max_length=8)
     assert bridge.prompt(messages, tools) == whole
     assert len(whole) > 8
+
+
+@pytest.mark.parametrize("name", ["qwen3", "gpt-oss", "kimi-k2"])
+def test_a_renderers_tokenizer_gives_the_tokenizers_ids_and_offsets(name: str) -> None:
+    from ors_gym.tokens.bridge import BackendEncoding
+
+    tok = family_tokenizer(name)
+    messages, tools = _chat(name)
+    text = tok.apply_chat_template(messages, tools=tools, tokenize=False)
+    fast = BackendEncoding(tok)
+    assert fast.encode(text, add_special_tokens=False) == tok.encode(text,
+                                                                     add_special_tokens=False)
+    got = fast(text, add_special_tokens=False, return_offsets_mapping=True)
+    want = tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    assert list(got["input_ids"]) == list(want["input_ids"])
+    assert [tuple(o) for o in got["offset_mapping"]] == [tuple(o) for o in
+                                                         want["offset_mapping"]]
+    assert len(fast) == len(tok)
+    assert fast.eos_token_id == tok.eos_token_id
