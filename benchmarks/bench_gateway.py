@@ -11,6 +11,10 @@ the request, rendering the new messages, its call to the backend, parsing the
 completion, the reply). Reported: median per turn over all turns and rounds, and the
 ratio own / backend, both from this run. A real model's turn takes far longer than
 this backend's floor, so the ratio bounds the gateway's share of a turn from above.
+A third row weighs CPU: the gateway process's a turn (all its work, its client call to
+the backend included) against the backend process's a request, each read with
+``time.process_time`` in the process itself, which a loaded machine does not move as
+it moves wall time.
 
 Sessions per process: the gateway runs in a child process over a stand-in sampler
 that awaits ``COST_MS`` (2 s) a turn in the gateway (no HTTP: a GPU's time, so what
@@ -30,8 +34,9 @@ Targets (same run): the gateway's own time per turn at most 1.0x the backend's
 floor; at 2 s a turn, at least 0.9 of the ideal rate at 256 sessions and 0.8 at
 1,024 (printed as verdicts under the table).
 
-Run: ``python -m benchmarks.bench_gateway`` (``--quick`` for a short run, ``--json
-PATH`` to save the rows). Needs the ``gateway`` and ``trl`` extras.
+Run: ``python -m benchmarks.bench_gateway`` (``--quick`` for a short run,
+``--own-only`` for the own-cost rows alone, ``--json PATH`` to save the rows). Needs
+the ``gateway`` and ``trl`` extras.
 """
 
 from __future__ import annotations
