@@ -11,6 +11,10 @@ the request, rendering the new messages, its call to the backend, parsing the
 completion, the reply). Reported: median per turn over all turns and rounds, and the
 ratio own / backend, both from this run. A real model's turn takes far longer than
 this backend's floor, so the ratio bounds the gateway's share of a turn from above.
+A third row weighs CPU: the gateway process's a turn (all its work, its client call to
+the backend included) against the backend process's a request, each read with
+``time.process_time`` in the process itself, which a loaded machine does not move as
+it moves wall time.
 
 Sessions per process: the gateway runs in a child process over a stand-in sampler
 that awaits ``COST_MS`` (2 s) a turn in the gateway (no HTTP: a GPU's time, so what
@@ -30,8 +34,9 @@ Targets (same run): the gateway's own time per turn at most 1.0x the backend's
 floor; at 2 s a turn, at least 0.9 of the ideal rate at 256 sessions and 0.8 at
 1,024 (printed as verdicts under the table).
 
-Run: ``python -m benchmarks.bench_gateway`` (``--quick`` for a short run, ``--json
-PATH`` to save the rows). Needs the ``gateway`` and ``trl`` extras.
+Run: ``python -m benchmarks.bench_gateway`` (``--quick`` for a short run,
+``--own-only`` for the own-cost rows alone, ``--json PATH`` to save the rows). Needs
+the ``gateway`` and ``trl`` extras.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -132,10 +137,19 @@ def _next(messages: list[dict[str, Any]], answer: dict[str, Any], turn: int) -> 
                          "content": f"The counter is now {5 * turn}."})
 
 
+def _serve_stdin() -> None:
+    """A child's main thread while it serves: each line on stdin asks for the process's
+    CPU seconds so far (``time.process_time``, precise where psutil counts clock ticks);
+    stdin closed ends it."""
+    for _ in sys.stdin:
+        print(time.process_time(), flush=True)
+
+
 @contextmanager
-def _child(*args: str) -> Iterator[tuple[str, int]]:
+def _child(*args: str) -> Iterator[tuple[str, Callable[[], float]]]:
     """``python -m benchmarks.bench_gateway ARGS`` in a process of its own: yields the URL
-    it prints once serving and its pid; its stdin closed on exit stops it."""
+    it prints once serving and a function reading its CPU seconds so far; its stdin
+    closed on exit stops it."""
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_gateway", *args],
                             cwd=ROOT, env=child_env(), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
@@ -144,7 +158,14 @@ def _child(*args: str) -> Iterator[tuple[str, int]]:
         url = proc.stdout.readline().strip()
         if not url.startswith("http"):
             raise RuntimeError(f"the child {args[0]} did not start (exit {proc.wait()})")
-        yield url, proc.pid
+
+        def cpu() -> float:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write("cpu\n")
+            proc.stdin.flush()
+            return float(proc.stdout.readline())
+
+        yield url, cpu
     finally:
         if proc.stdin is not None:
             proc.stdin.close()
@@ -155,7 +176,7 @@ def backend_child(ids: list[int]) -> None:
     """The backend's process: the vLLM-shaped stand-in answering ``ids``."""
     with _Served(_backend_app(ids)) as url:
         print(url, flush=True)
-        sys.stdin.read()
+        _serve_stdin()
 
 
 def gateway_child(tokenizer_dir: str, backend_url: str) -> None:
@@ -169,7 +190,7 @@ def gateway_child(tokenizer_dir: str, backend_url: str) -> None:
     gateway = Gateway(tok, VllmCompletions(backend_url, "tiny"), model="tiny")
     with GatewayThread(gateway) as served:
         print(served.url, flush=True)
-        sys.stdin.read()
+        _serve_stdin()
 
 
 def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
@@ -180,12 +201,11 @@ def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
     import tempfile
 
     import httpx
-
     tok, reply = _tokenizer()
     with tempfile.TemporaryDirectory() as folder:
         tok.save_pretrained(folder)
-        with _child("--backend", json.dumps(_reply_ids(tok, reply))) as (backend_url, _), \
-                _child("--gateway", folder, backend_url) as (url, _), httpx.Client() as http:
+        with _child("--backend", json.dumps(_reply_ids(tok, reply))) as (backend_url, b_cpu), \
+                _child("--gateway", folder, backend_url) as (url, g_cpu), httpx.Client() as http:
             through, direct = [], []
             for _ in range(rounds + 1):  # the first round warms caches and is dropped
                 session = http.post(f"{url}/sessions").json()
@@ -209,6 +229,7 @@ def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
                 http.delete(f"{url}/sessions/{session['id']}")
                 through.append(g_round)
                 direct.append(b_round)
+            cpu = _cpu_per_turn(http, url, turns, max(4 * rounds, 8), g_cpu, b_cpu)
     through, direct = through[1:], direct[1:]
     gate = statistics.median(t for r in through for t in r) * 1e6
     back = statistics.median(t for r in direct for t in r) * 1e6
@@ -219,7 +240,32 @@ def own_cost(rounds: int, turns: int) -> list[dict[str, Any]]:
             "the backend called directly", turns=turns, rounds=rounds),
         row("gateway", "gateway own (turn - backend)", own, back, own / back, "us/turn",
             "the backend called directly", turns=turns, rounds=rounds),
+        row("gateway", "gateway CPU a turn", cpu[0], cpu[1], cpu[0] / cpu[1], "us/turn",
+            "backend CPU a request", turns=turns, sessions=cpu[2]),
     ]
+
+
+def _cpu_per_turn(http: Any, url: str, turns: int, sessions: int,
+                  gateway: Callable[[], float], backend: Callable[[], float]
+                  ) -> tuple[float, float, int]:
+    """CPU per turn (µs) of the gateway's process and of the backend's, over ``sessions``
+    sessions of ``turns`` turns played one after another (opened before and closed after
+    the count); each turn is one request to the backend. A process's CPU counts only its
+    own work, so this figure holds on a loaded machine where the wall-clock rows do not."""
+    opened = [http.post(f"{url}/sessions").json() for _ in range(sessions)]
+    g0, b0 = gateway(), backend()
+    for session in opened:
+        chat = f"{session['openai_base_url']}/chat/completions"
+        messages: list[dict[str, Any]] = [{"role": "user", "content": PROMPT}]
+        for turn in range(1, turns + 1):
+            answer = http.post(chat, json={"model": "tiny", "messages": messages,
+                                           "tools": TOOLS})
+            _next(messages, answer.json(), turn)
+    g1, b1 = gateway(), backend()
+    for session in opened:
+        http.delete(f"{url}/sessions/{session['id']}")
+    n = sessions * turns
+    return (g1 - g0) * 1e6 / n, (b1 - b0) * 1e6 / n, sessions
 
 
 def serve_child(cost_ms: float) -> None:
@@ -396,7 +442,7 @@ def run(*, rounds: int = 5, turns: int = TURNS, sessions: Sequence[int] = SESSIO
         ) -> list[dict[str, Any]]:
     """Every row of this benchmark."""
     return [*own_cost(rounds, turns),
-            *sessions_per_process(sessions, session_turns, cost_ms)]
+            *(sessions_per_process(sessions, session_turns, cost_ms) if sessions else [])]
 
 
 def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -407,6 +453,10 @@ def verdicts(rows: Sequence[dict[str, Any]]) -> list[str]:
             ok = r["ratio"] <= OWN_TARGET
             out.append(f"target: the gateway's own time per turn at most {OWN_TARGET}x the "
                        f"backend's floor: {r['ratio']:.2f}x ({'met' if ok else 'MISSED'})")
+        if r["case"] == "gateway CPU a turn":
+            ok = r["ratio"] <= OWN_TARGET
+            out.append(f"target, on CPU: the gateway's CPU a turn at most {OWN_TARGET}x the "
+                       f"backend's a request: {r['ratio']:.2f}x ({'met' if ok else 'MISSED'})")
         target = RATE_TARGETS.get(r.get("sessions", 0))
         if target is not None and r.get("turns") and "ms/turn" in r["case"]:
             ok = r["ratio"] >= target
@@ -419,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and sessions")
     parser.add_argument("--json", type=Path, default=None, help="write the rows here")
+    parser.add_argument("--own-only", action="store_true",
+                        help="only the own-cost rows (no sessions rows)")
     parser.add_argument("--sessions", type=int, nargs="+", default=None,
                         help=f"session counts of the sessions rows (default {SESSIONS})")
     parser.add_argument("--serve", type=float, default=None, help=argparse.SUPPRESS)
@@ -444,6 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     settings: dict[str, Any] = QUICK if args.quick else {}
     if args.sessions:
         settings = {**settings, "sessions": tuple(args.sessions)}
+    if args.own_only:
+        settings = {**settings, "sessions": ()}
     rows = run(**settings)
     print(format_rows(rows))
     for r in rows:

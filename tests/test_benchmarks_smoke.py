@@ -256,13 +256,14 @@ def test_gateway_rows_compare_its_own_cost_with_the_backend() -> None:
     # two turns may give it any sign, so only its presence is checked
     _check_rows(measured, "gateway")
     assert _SHARED <= set(own) and math.isfinite(own["ors_gym"]) and own["baseline"] > 0, own
-    assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "turns/s"]
-    sessions = rows[2]
+    assert [r["unit"] for r in rows] == ["us/turn", "us/turn", "us/turn", "turns/s"]
+    assert rows[2]["ors_gym"] > 0 and rows[2]["baseline"] > 0  # CPU a turn, a request
+    sessions = rows[3]
     assert sessions["sessions"] == 3 and sessions["baseline"] == 3 * 1000 / 50.0
     assert sessions["agent_processes"] == bench_gateway.AGENT_PROCESSES
     assert sessions["turn_ms_p50"] >= 50.0  # a turn takes at least the sampler's time
     assert sessions["server_cpu_ms_per_turn"] > 0
-    assert len(bench_gateway.verdicts(rows)) == 1  # no target at 3 sessions
+    assert len(bench_gateway.verdicts(rows)) == 2  # own time and CPU; none at 3 sessions
 
 
 def test_vector_rows_of_the_baselines_and_httpx_pool() -> None:

@@ -22,7 +22,7 @@ from ors_gym.families import (
     warn_once,
 )
 from ors_gym.protocol import ReasoningBlock
-from ors_gym.tokens.bridge import Messages, Tools
+from ors_gym.tokens.bridge import BackendEncoding, Messages, Tools
 from ors_gym.tokens.stops import cut_at_stop
 
 __all__ = ["RenderersBridge", "renderers_lib"]
@@ -57,12 +57,13 @@ class RenderersBridge:
         self.tokenizer = tokenizer
         lib = renderers_lib()
         kwargs = dict(chat_template_kwargs or {})
+        fast = BackendEncoding(tokenizer)  # renderers encode each piece of a turn
         if isinstance(renderer, str):
             renderer = lib.create_renderer(
-                tokenizer, lib.config_from_name(renderer), chat_template_kwargs=kwargs or None
+                fast, lib.config_from_name(renderer), chat_template_kwargs=kwargs or None
             )
         elif isinstance(renderer, lib.BaseRendererConfig):
-            renderer = lib.create_renderer(tokenizer, renderer, chat_template_kwargs=kwargs or None)
+            renderer = lib.create_renderer(fast, renderer, chat_template_kwargs=kwargs or None)
         elif isinstance(renderer, lib.Renderer):
             if kwargs:
                 raise ValueError(

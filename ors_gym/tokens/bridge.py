@@ -199,6 +199,9 @@ class TemplateBridge:
         )
 
     def _encode(self, text: str) -> list[int]:
+        backend = _plain_backend(self.tokenizer)
+        if backend is not None:  # the same ids, without transformers' wrapping per call
+            return list(backend.encode(text, add_special_tokens=False).ids)
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _ids(
@@ -344,6 +347,58 @@ def _text_family(name: str) -> Family:
             f"renderer={name!r} rather than the chat template"
         )
     return fam
+
+
+def _plain_backend(tokenizer: Any) -> Any:
+    """A fast tokenizer's ``tokenizers.Tokenizer`` when calling it gives what calling the
+    tokenizer (no truncation, no padding, special tokens kept whole) gives; else None."""
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "split_special_tokens",
+                                                           False):
+        return None
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if (backend is None or backend.truncation is not None or backend.padding is not None
+            or backend.encode_special_tokens):
+        return None
+    return backend
+
+
+class BackendEncoding:
+    """``tokenizer`` for a renderer: its ``encode(text, add_special_tokens=False)`` and
+    its call on one text without special tokens (ids, and offsets if asked: what
+    renderers do for every piece of a turn) go straight to a fast tokenizer's own
+    ``tokenizers.Tokenizer`` when that gives the same ids (see ``_plain_backend``); the
+    call then answers a plain dict of ``input_ids``, ``attention_mask`` and
+    ``offset_mapping``. Everything else is the tokenizer's own."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tokenizer, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # renderers' call: (text, add_special_tokens=False, return_offsets_mapping=True)
+        backend = None
+        if (len(args) == 1 and isinstance(args[0], str) and kwargs.get("add_special_tokens")
+                is False and set(kwargs) <= {"add_special_tokens", "return_offsets_mapping"}):
+            backend = _plain_backend(self.tokenizer)
+        if backend is None:
+            return self.tokenizer(*args, **kwargs)
+        encoding = backend.encode(args[0], add_special_tokens=False)
+        out = {"input_ids": encoding.ids, "attention_mask": encoding.attention_mask}
+        if kwargs.get("return_offsets_mapping"):
+            out["offset_mapping"] = encoding.offsets
+        return out
+
+    def __len__(self) -> int:
+        return len(self.tokenizer)
+
+    def encode(self, text: Any, add_special_tokens: bool = True, **kwargs: Any) -> Any:
+        backend = None if add_special_tokens or kwargs or not isinstance(text, str) \
+            else _plain_backend(self.tokenizer)
+        if backend is not None:
+            return list(backend.encode(text, add_special_tokens=False).ids)
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens, **kwargs)
 
 
 def _special_ids(tokenizer: Any) -> set[int]:

@@ -320,6 +320,15 @@ _STALL_S = 0.5
 _MAX_GRACE = 6.0
 
 
+def _happy_eyeballs(loop: asyncio.AbstractEventLoop) -> dict[str, typing.Any]:
+    """``happy_eyeballs_delay`` for the loops that take it: asyncio's own (every
+    ``asyncio.BaseEventLoop``); uvloop's ``create_connection``, which uvicorn picks
+    whenever uvloop is installed, rejects it, and tries a host's addresses in turn."""
+    if isinstance(loop, asyncio.BaseEventLoop):
+        return {"happy_eyeballs_delay": _HAPPY_EYEBALLS_S}
+    return {}
+
+
 @contextmanager
 def _connect_errors() -> Iterator[None]:
     try:
@@ -347,7 +356,7 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                 transport, stream = await loop.create_connection(
                     lambda: AsyncioStream(loop), host, port,
                     local_addr=None if local_address is None else (local_address, 0),
-                    happy_eyeballs_delay=_HAPPY_EYEBALLS_S,
+                    **_happy_eyeballs(loop),
                 )
         _set_options(transport, socket_options)
         return stream
