@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -163,11 +164,13 @@ class HarnessRunner:
                 answer = await _route_answer(endpoint, self.gateway.trajectory(sid))
             trajectory = self.gateway.close_session(sid, endpoint.rewards,
                                                     stop_reason=_trajectory_stop(stop, endpoint))
+            hidden = _credentials({**os.environ, **harness.variables(launch)}, launch.api_key)
             return HarnessEpisode(
                 harness=harness.name, trajectory=trajectory, stop=stop,
                 exit_status=ended.status, calls=list(endpoint.calls), final_answer=answer,
-                task_spec=endpoint.task_spec, stdout=out[-self.max_output:],
-                stderr=err[-self.max_output:], error=ended.error,
+                task_spec=endpoint.task_spec, stdout=_redact(out, hidden)[-self.max_output:],
+                stderr=_redact(err, hidden)[-self.max_output:],
+                error=None if ended.error is None else _redact(ended.error, hidden),
                 seconds=time.monotonic() - began)
         finally:
             await self._release(endpoint, sid, workdir, env)
@@ -256,6 +259,27 @@ def _launch(harness: Harness, endpoint: McpEndpoint, info: Any, model: str,
                   workdir=str(workdir), prompt_file=str(workdir / harness.prompt_file),
                   mcp_config=str(workdir / harness.mcp_config_path),
                   server_name=harness.server_name, transport=harness.transport)
+
+
+#: Variable names whose values are credentials, kept out of a harness's recorded output.
+_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_REDACTED = "[redacted]"
+
+
+def _credentials(variables: dict[str, str], api_key: str) -> list[str]:
+    """The values to hide from what a harness printed: the capture session's key and
+    every credential-named variable it was started with (longest first)."""
+    found = {api_key, *(value for name, value in variables.items()
+                        if _CREDENTIAL_NAME.search(name) and len(value) >= 8)}
+    return sorted(found, key=len, reverse=True)
+
+
+def _redact(text: str, credentials: list[str]) -> str:
+    """``text`` with every credential replaced by ``[redacted]`` (a harness or its model
+    may print its environment or an error echoing its key)."""
+    for value in credentials:
+        text = text.replace(value, _REDACTED)
+    return text
 
 
 def _write(workdir: Path, path: str, text: str) -> None:

@@ -217,3 +217,25 @@ def test_bad_harnesses_are_refused_with_what_to_fix() -> None:
         Harness("noprompt", command=("agent",))
     with pytest.raises(ValueError, match="prompt_via"):
         Harness("bad", command=("agent",), prompt_via="pipe")  # type: ignore[arg-type]
+
+
+def test_credentials_a_harness_prints_are_not_kept(
+        gateway: Any, script: Any, tok: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capture key and a credential-named variable of the runner's environment, printed
+    by the harness (as an agent listing its environment would), are hidden in the episode."""
+    script.use(counter_player(tok))
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-not-for-logs-0123")
+    harness = Harness("printer", prompt_via="stdin", command=(
+        "sh", "-c", 'echo "key=$OPENAI_API_KEY"; echo "token=$MY_SERVICE_TOKEN" >&2'))
+
+    async def main() -> Any:
+        async with HarnessRunner(gateway) as runner:
+            return await runner.run(harness, AsyncOrsEnv(env_class=COUNTER),
+                                    options={"task_spec": {"target": 2}}, deadline=60)
+
+    episode = asyncio.run(main())
+    assert episode.stop == "harness_exited", episode.stderr
+    assert episode.stdout.strip() == "key=[redacted]"
+    assert episode.stderr.strip() == "token=[redacted]"
+    kept = json.dumps(episode.to_json()) + repr(episode)
+    assert "sk-ors-" not in kept and "tok-not-for-logs" not in kept
