@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ors_gym.gateway import Gateway
-from ors_gym.harness._process import Ended, run_process
+from ors_gym.harness._process import Ended, run_process, wait_until_cut
 from ors_gym.harness.remote import GatewayClient
 from ors_gym.harness.spec import Harness, HarnessContext, Launch
 from ors_gym.mcp import McpEndpoint, McpServer
@@ -201,16 +201,12 @@ class HarnessRunner:
                                  mcp_url=launch.mcp_url, mcp_servers=launch.mcp_servers(),
                                  variables=harness.variables(launch), workdir=launch.workdir)
         task = asyncio.ensure_future(harness.call(context))
-        grace = asyncio.ensure_future(_after(endpoint.ended, self.finish_grace))
-        try:
-            done, _ = await asyncio.wait({task, grace}, timeout=deadline,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            grace.cancel()
-        if task not in done:
+        cut = await wait_until_cut(task, endpoint.ended, deadline=deadline,
+                                   finish_grace=self.finish_grace)
+        if cut is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            return Ended(None, "finished" if grace in done else "deadline")
+            return Ended(None, cut)
         exc = task.exception()
         if exc is not None:
             return Ended(1, "exited", f"the harness raised {_describe(exc)}")
@@ -288,11 +284,6 @@ def _write(workdir: Path, path: str, text: str) -> None:
         raise ValueError(f"the harness's file {path!r} is outside its working directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-
-
-async def _after(event: asyncio.Event, seconds: float) -> None:
-    await event.wait()
-    await asyncio.sleep(seconds)  # the harness's grace to end on its own
 
 
 def last_plain_answer(trajectory: Trajectory) -> str | None:
