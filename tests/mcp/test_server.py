@@ -258,3 +258,24 @@ def test_a_client_ending_its_session_logs_no_traceback(caplog: pytest.LogCapture
         run(main)
     assert not [r for r in caplog.records if r.levelno >= 40], [
         r.getMessage() for r in caplog.records if r.levelno >= 40]
+
+
+def test_a_failing_ors_call_is_an_error_result_and_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The ORS session gone under the endpoint: the harness gets MCP's error result, and the
+    failure is logged at WARNING (the harness's model alone would otherwise see it)."""
+    async def main() -> None:
+        server = McpServer()
+        async with server.serve():
+            backend = AsyncLocalBackend(COUNTER)
+            ep = await server.open(AsyncOrsEnv(backend=backend),
+                                   options={"task_spec": {"target": 3}})
+            await backend.delete_session(ep.env.session_id)
+            async with client(ep.url) as s:
+                got = await s.call_tool("increment", {"amount": 1})
+            assert got.isError and ep.calls == []
+
+    with caplog.at_level("WARNING", logger="ors_gym"):
+        run(main)
+    assert any("ORS call increment failed" in r.getMessage() for r in caplog.records
+               if r.levelname == "WARNING"), [r.getMessage() for r in caplog.records]
