@@ -239,3 +239,9 @@ def test_credentials_a_harness_prints_are_not_kept(
     assert episode.stderr.strip() == "token=[redacted]"
     kept = json.dumps(episode.to_json()) + repr(episode)
     assert "sk-ors-" not in kept and "tok-not-for-logs" not in kept
+
+
+def test_a_harness_shows_none_of_its_variables() -> None:
+    harness = Harness("own", command=("agent", "{prompt}"),
+                      env={"GITHUB_TOKEN": "ghp-not-for-logs"})
+    assert "ghp-not-for-logs" not in repr(harness) and "'own'" in repr(harness)
