@@ -215,6 +215,11 @@ def test_bad_harnesses_are_refused_with_what_to_fix() -> None:
         Harness("none")
     with pytest.raises(ValueError, match="no argument holds"):
         Harness("noprompt", command=("agent",))
+    agent = Harness("x", command=("agent", "{prompt}"))
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="concurrency must be a positive int"):
+            asyncio.run(run_batch(None, agent, lambda i: None, 2,  # type: ignore[arg-type]
+                                  concurrency=bad))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="prompt_via"):
         Harness("bad", command=("agent",), prompt_via="pipe")  # type: ignore[arg-type]
 
