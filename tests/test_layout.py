@@ -227,7 +227,6 @@ def test_tests_mirror_the_package() -> None:
 #: Imports of another package's private module made before this test, each to go (the
 #: private name made public in its package, or the code moved there); none may be added.
 _PRIVATE_IMPORTS_TO_REMOVE = {
-    ("ors_gym.gateway.gateway", "ors_gym.tokens._renderers"),
     ("ors_gym.gateway.session", "ors_gym.tokens._engine"),
     ("ors_gym.skyrl._generate", "ors_gym.tokens._lockstep"),
     ("ors_gym.trl._token_rollout", "ors_gym.tokens._lockstep"),
