@@ -128,15 +128,25 @@ def _run(args: argparse.Namespace) -> int:
     from ors_gym.cli.gateway import build_gateway
     from ors_gym.gateway import GatewayThread
 
-    gateway = build_gateway(args)
-    out: IO[str] = sys.stdout if args.out == "-" else open(args.out, "w")
+    out = _open_out(args.out)  # before the model loads: a bad path fails at once
     try:
+        gateway = build_gateway(args)
         with GatewayThread(gateway):
             episodes = asyncio.run(_play(args, gateway, harness, make_env, out))
     finally:
         if out is not sys.stdout:
             out.close()
     return EXIT_OK if all(e.stop != "harness_failed" for e in episodes) else EXIT_FAILURE
+
+
+def _open_out(path: str) -> IO[str]:
+    if path == "-":
+        return sys.stdout
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out {path}: cannot write there ({exc.strerror}); name a file "
+                         "in a folder that exists, or - for stdout") from exc
 
 
 async def _play(args: argparse.Namespace, gateway: Any, harness: Any, make_env: Any,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ors_gym.cli.args import EXIT_OK, Subparsers, UsageError, int_type
 from ors_gym.errors import OrsError
@@ -73,6 +74,10 @@ def _dataset(args: argparse.Namespace) -> int:
     if args.env == "ors/Remote-v0" and args.base_url is None:
         raise UsageError("name the environment: a registered id such as ors/Counter-v0, or "
                          "--base-url URL (with --env-name NAME) for an ORS server")
+    folder = Path(args.out).resolve().parent
+    if not folder.is_dir():  # said before any task session opens
+        raise UsageError(f"-o {args.out}: the folder {folder} does not exist; create it, or "
+                         "name a file in a folder that exists")
     try:
         rows = dataset_rows(args.env, split=args.split, limit=args.limit, agent=args.agent,
                             **{k: v for k, v in where.items() if v is not None})

@@ -26,8 +26,6 @@ from ors_gym.gateway.requests import ReadMessages, TurnRequest
 from ors_gym.gateway.session import CaptureSession
 from ors_gym.sampling import Sample, TokenSampler
 from ors_gym.tokens import Bridge, Trajectory, make_bridge, split_processor, stops
-from ors_gym.tokens._renderers import RenderersBridge
-from ors_gym.tokens.bridge import TemplateBridge
 
 logger = logging.getLogger("ors_gym")
 
@@ -112,7 +110,7 @@ class Gateway:
         self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, self.processor)
         self._renderer, self._kwargs = renderer, dict(chat_template_kwargs or {})
         self._efforts: dict[str, Bridge] = {}
-        self.reads_effort = _reads_effort(self.bridge, renderer, tokenizer, self.processor)
+        self.reads_effort = _reads_effort(renderer, tokenizer, self.processor)
         self.model = model
         self.max_in_flight = max_in_flight
         self.max_tokens = max_tokens
@@ -310,15 +308,16 @@ class Gateway:
 _EFFORT = "reasoning_effort"
 
 
-def _reads_effort(bridge: Bridge, renderer: Any, tokenizer: Any, processor: Any) -> bool:
+def _reads_effort(renderer: Any, tokenizer: Any, processor: Any) -> bool:
     """Whether a request's reasoning effort reaches the template: the gateway builds its
-    bridge from the tokenizer's chat template (or a renderers name), and that template
-    reads ``reasoning_effort`` (gpt-oss's harmony template does; Qwen3's
-    ``enable_thinking`` is another knob, set by ``chat_template_kwargs``)."""
-    if processor is not None or not isinstance(bridge, TemplateBridge | RenderersBridge):
-        return False
+    bridge from the tokenizer's chat template (or a renderers name: ``make_bridge`` then
+    gives a template or renderers bridge), and that template reads ``reasoning_effort``
+    (gpt-oss's harmony template does; Qwen3's ``enable_thinking`` is another knob, set by
+    ``chat_template_kwargs``)."""
+    if processor is not None:
+        return False  # a vision model's bridge: its processor renders
     if renderer is not None and not isinstance(renderer, str):
-        return False  # a renderers config or Renderer: its kwargs are its own
+        return False  # a Bridge, a renderers config or Renderer: its kwargs are its own
     return _EFFORT in str(getattr(tokenizer, "chat_template", None) or "")
 
 

@@ -15,9 +15,9 @@ import os
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-__all__ = ["Ended", "run_process"]
+__all__ = ["Ended", "run_process", "wait_until_cut"]
 
 logger = logging.getLogger("ors_gym")
 
@@ -55,14 +55,10 @@ async def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
                 await proc.stdin.drain()
                 proc.stdin.close()
         waiting = asyncio.ensure_future(proc.wait())
-        ending = asyncio.ensure_future(_after(finished, finish_grace))
-        try:
-            done, _ = await asyncio.wait({waiting, ending}, timeout=deadline,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            ending.cancel()
-        if waiting not in done:
-            why = "finished" if ending in done else "deadline"
+        cut = await wait_until_cut(waiting, finished, deadline=deadline,
+                                   finish_grace=finish_grace)
+        if cut is not None:
+            why = cut
             await _stop(proc, kill_grace)
         await waiting
     finally:
@@ -70,6 +66,22 @@ async def run_process(argv: Sequence[str], *, env: Mapping[str, str], cwd: Path,
             await asyncio.shield(_stop(proc, kill_grace))
         _kill_group(proc.pid, signal.SIGKILL)
     return Ended(proc.returncode, why)
+
+
+async def wait_until_cut(work: asyncio.Future[Any], finished: asyncio.Event, *,
+                         deadline: float, finish_grace: float) -> str | None:
+    """Wait for ``work`` to end, ``deadline`` seconds at most and ``finish_grace`` seconds
+    after ``finished`` is set: None if it ended, else why it was cut (``"finished"``,
+    ``"deadline"``); ``work`` is left running for the caller to stop."""
+    ending = asyncio.ensure_future(_after(finished, finish_grace))
+    try:
+        done, _ = await asyncio.wait({work, ending}, timeout=deadline,
+                                     return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        ending.cancel()
+    if work in done:
+        return None
+    return "finished" if ending in done else "deadline"
 
 
 async def _after(event: asyncio.Event, seconds: float) -> None:

@@ -42,6 +42,10 @@ async def run_batch(runner: HarnessRunner, harness: Harness, make_env: Callable[
     episode) as each ends, or True for a line on stderr. The episodes, in order."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
+    if concurrency is not None and (isinstance(concurrency, bool)
+                                    or not isinstance(concurrency, int) or concurrency < 1):
+        raise ValueError(f"concurrency must be a positive int (episodes at once) or None (all "
+                         f"at once), got {concurrency!r}")
     limit = asyncio.Semaphore(concurrency or n)
     report = _stderr if progress is True else (progress or None)
     done = 0

@@ -1,6 +1,6 @@
 """Harness episodes as Ray tasks: one episode a task, a node running as many as it has room.
 
-A harness process costs hundreds of MB, so a node runs tens and a cluster thousands.
+A harness process is heavy (a runtime of its own), so a cluster, not one machine, runs many.
 :func:`ray_batch` submits each episode as a Ray task (``num_cpus`` and ``memory`` say
 what one takes, for Ray's scheduler); the task runs a :class:`HarnessRunner` of its own
 on its worker (the episode's MCP endpoint is served there, beside the harness) whose

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ors_gym.gateway import Gateway
-from ors_gym.harness._process import Ended, run_process
+from ors_gym.harness._process import Ended, run_process, wait_until_cut
 from ors_gym.harness.remote import GatewayClient
 from ors_gym.harness.spec import Harness, HarnessContext, Launch
 from ors_gym.mcp import McpEndpoint, McpServer
@@ -163,11 +164,13 @@ class HarnessRunner:
                 answer = await _route_answer(endpoint, self.gateway.trajectory(sid))
             trajectory = self.gateway.close_session(sid, endpoint.rewards,
                                                     stop_reason=_trajectory_stop(stop, endpoint))
+            hidden = _credentials({**os.environ, **harness.variables(launch)}, launch.api_key)
             return HarnessEpisode(
                 harness=harness.name, trajectory=trajectory, stop=stop,
                 exit_status=ended.status, calls=list(endpoint.calls), final_answer=answer,
-                task_spec=endpoint.task_spec, stdout=out[-self.max_output:],
-                stderr=err[-self.max_output:], error=ended.error,
+                task_spec=endpoint.task_spec, stdout=_redact(out, hidden)[-self.max_output:],
+                stderr=_redact(err, hidden)[-self.max_output:],
+                error=None if ended.error is None else _redact(ended.error, hidden),
                 seconds=time.monotonic() - began)
         finally:
             await self._release(endpoint, sid, workdir, env)
@@ -198,16 +201,12 @@ class HarnessRunner:
                                  mcp_url=launch.mcp_url, mcp_servers=launch.mcp_servers(),
                                  variables=harness.variables(launch), workdir=launch.workdir)
         task = asyncio.ensure_future(harness.call(context))
-        grace = asyncio.ensure_future(_after(endpoint.ended, self.finish_grace))
-        try:
-            done, _ = await asyncio.wait({task, grace}, timeout=deadline,
-                                         return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            grace.cancel()
-        if task not in done:
+        cut = await wait_until_cut(task, endpoint.ended, deadline=deadline,
+                                   finish_grace=self.finish_grace)
+        if cut is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-            return Ended(None, "finished" if grace in done else "deadline")
+            return Ended(None, cut)
         exc = task.exception()
         if exc is not None:
             return Ended(1, "exited", f"the harness raised {_describe(exc)}")
@@ -258,17 +257,33 @@ def _launch(harness: Harness, endpoint: McpEndpoint, info: Any, model: str,
                   server_name=harness.server_name, transport=harness.transport)
 
 
+#: Variable names whose values are credentials, kept out of a harness's recorded output.
+_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+_REDACTED = "[redacted]"
+
+
+def _credentials(variables: dict[str, str], api_key: str) -> list[str]:
+    """The values to hide from what a harness printed: the capture session's key and
+    every credential-named variable it was started with (longest first)."""
+    found = {api_key, *(value for name, value in variables.items()
+                        if _CREDENTIAL_NAME.search(name) and len(value) >= 8)}
+    return sorted(found, key=len, reverse=True)
+
+
+def _redact(text: str, credentials: list[str]) -> str:
+    """``text`` with every credential replaced by ``[redacted]`` (a harness or its model
+    may print its environment or an error echoing its key)."""
+    for value in credentials:
+        text = text.replace(value, _REDACTED)
+    return text
+
+
 def _write(workdir: Path, path: str, text: str) -> None:
     target = Path(path)
     if workdir.resolve() not in target.resolve().parents:
         raise ValueError(f"the harness's file {path!r} is outside its working directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
-
-
-async def _after(event: asyncio.Event, seconds: float) -> None:
-    await event.wait()
-    await asyncio.sleep(seconds)  # the harness's grace to end on its own
 
 
 def last_plain_answer(trajectory: Trajectory) -> str | None:

@@ -140,7 +140,7 @@ class Harness:
     mcp_config_path: str = "mcp.json"
     config_header: str = ""
     transport: Literal["http", "stdio"] = "http"
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # may hold a credential
     files: Mapping[str, str] = field(default_factory=dict)
     server_name: str = "ors"
 

@@ -84,8 +84,13 @@ class McpEndpoint:
             self.touch()
             if self.finished or self.closed_reason is not None:
                 return ended_result(call_id)
-            _, reward, terminated, truncated, info = await self.env.step(
-                ToolCall(name, dict(arguments), call_id))
+            try:
+                _, reward, terminated, truncated, info = await self.env.step(
+                    ToolCall(name, dict(arguments), call_id))
+            except Exception as exc:  # the harness sees MCP's error result; say it here
+                logger.warning("an MCP endpoint's ORS call %s failed (ORS session %s): %s: %s",
+                               name, self.env.session_id, type(exc).__name__, exc)
+                raise
             self.touch()
             records = info.get("calls") or [{}]
             record = records[0]

@@ -190,7 +190,12 @@ class McpServer:
                             if extra and extra.get(k) is not None), None)
             out = await endpoint.call(name, arguments, call_id)
             if self.watch_tools and not endpoint.finished:
-                await endpoint.refresh_tools()
+                try:
+                    await endpoint.refresh_tools()
+                except Exception as exc:  # the call ran: its result stands, never an error
+                    logger.warning("reading an MCP endpoint's tools again after %s failed "
+                                   "(the call's result is sent): %s: %s", name,
+                                   type(exc).__name__, exc)
             return out
 
 

@@ -76,7 +76,8 @@ class OrsResourcesServerConfig(BaseResourcesServerConfig):
     env_name: str | None = None
     deployment: str | None = None
     env_class: str | None = None
-    env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    # may hold credentials (``secrets``, an ``api_key``): never shown in a repr or a log
+    env_kwargs: dict[str, Any] = Field(default_factory=dict, repr=False)
     on_prompt_mismatch: Literal["refuse", "flag"] = "refuse"
 
     @model_validator(mode="after")

@@ -51,3 +51,11 @@ def test_usage_mistakes_are_named(tmp_path: Path, capsys: Any) -> None:
     assert "no argument holds {prompt}" in capsys.readouterr().err
     assert main(["harness", "ors/Nope-v0", *common]) == 2
     assert "not a registered environment" in capsys.readouterr().err
+
+
+def test_an_unwritable_out_is_named_before_the_model_loads(tmp_path: Path, capsys: Any) -> None:
+    missing = tmp_path / "no-such-folder" / "episodes.jsonl"
+    assert main(["harness", "ors/Counter-v0", "--tokenizer", str(tmp_path / "no-tokenizer"),
+                 "--command", "agent {prompt}", "--out", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {missing}: cannot write there" in err and "folder that exists" in err

@@ -215,5 +215,38 @@ def test_bad_harnesses_are_refused_with_what_to_fix() -> None:
         Harness("none")
     with pytest.raises(ValueError, match="no argument holds"):
         Harness("noprompt", command=("agent",))
+    agent = Harness("x", command=("agent", "{prompt}"))
+    for bad in (0, -2, 1.5):
+        with pytest.raises(ValueError, match="concurrency must be a positive int"):
+            asyncio.run(run_batch(None, agent, lambda i: None, 2,  # type: ignore[arg-type]
+                                  concurrency=bad))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="prompt_via"):
         Harness("bad", command=("agent",), prompt_via="pipe")  # type: ignore[arg-type]
+
+
+def test_credentials_a_harness_prints_are_not_kept(
+        gateway: Any, script: Any, tok: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capture key and a credential-named variable of the runner's environment, printed
+    by the harness (as an agent listing its environment would), are hidden in the episode."""
+    script.use(counter_player(tok))
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-not-for-logs-0123")
+    harness = Harness("printer", prompt_via="stdin", command=(
+        "sh", "-c", 'echo "key=$OPENAI_API_KEY"; echo "token=$MY_SERVICE_TOKEN" >&2'))
+
+    async def main() -> Any:
+        async with HarnessRunner(gateway) as runner:
+            return await runner.run(harness, AsyncOrsEnv(env_class=COUNTER),
+                                    options={"task_spec": {"target": 2}}, deadline=60)
+
+    episode = asyncio.run(main())
+    assert episode.stop == "harness_exited", episode.stderr
+    assert episode.stdout.strip() == "key=[redacted]"
+    assert episode.stderr.strip() == "token=[redacted]"
+    kept = json.dumps(episode.to_json()) + repr(episode)
+    assert "sk-ors-" not in kept and "tok-not-for-logs" not in kept
+
+
+def test_a_harness_shows_none_of_its_variables() -> None:
+    harness = Harness("own", command=("agent", "{prompt}"),
+                      env={"GITHUB_TOKEN": "ghp-not-for-logs"})
+    assert "ghp-not-for-logs" not in repr(harness) and "'own'" in repr(harness)

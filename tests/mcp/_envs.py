@@ -39,3 +39,30 @@ class Unlock(BundledEnvironment):
     async def secret(self) -> ToolOutput:
         """The prize."""
         return text_output("You win.", reward=1.0, finished=True)
+
+
+class Fragile(BundledEnvironment):
+    """``spoil`` makes listing the task's tools fail from then on (it returns normally)."""
+
+    def _read_task(self, task_spec: JSONObject) -> None:
+        self.spoiled = False
+
+    @classmethod
+    def list_tasks(cls, split: str) -> Sequence[JSONObject]:
+        return [{"id": "only"}]
+
+    def list_task_tools(self) -> ListToolsOutput:
+        if self.spoiled:
+            raise RuntimeError("the task's tools cannot be listed")
+        return ListToolsOutput(tools=[])
+
+    async def get_prompt(self) -> list:  # type: ignore[type-arg]
+        from openreward.environments import TextBlock
+
+        return [TextBlock(text="Call spoil.")]
+
+    @tool
+    async def spoil(self) -> ToolOutput:
+        """Spoil the tool listing."""
+        self.spoiled = True
+        return text_output("Spoiled.")

@@ -210,6 +210,26 @@ def test_the_tool_list_changes_with_the_session() -> None:
     run(main)
 
 
+def test_a_call_that_ran_keeps_its_result_when_its_tools_cannot_be_read_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """An error result would tell the harness a call that ran had failed (and so to make it
+    again): the result is sent, the failure to read the tools logged at WARNING."""
+    async def main() -> None:
+        server = McpServer(watch_tools=True)
+        async with server.serve():
+            ep = await server.open(AsyncOrsEnv(env_class="tests.mcp._envs:Fragile"),
+                                   options={"split": "train", "index": 0})
+            async with client(ep.url) as s:
+                got = await s.call_tool("spoil", {})
+            assert not got.isError and got.content[0].text == "Spoiled."
+            assert [c["name"] for c in ep.calls] == ["spoil"]
+
+    with caplog.at_level("WARNING", logger="ors_gym"):
+        run(main)
+    assert any("reading an MCP endpoint's tools again after spoil failed" in r.getMessage()
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+
+
 def test_the_stdio_relay_passes_calls_and_ids_through() -> None:
     async def main() -> None:
         server = McpServer()
@@ -258,3 +278,24 @@ def test_a_client_ending_its_session_logs_no_traceback(caplog: pytest.LogCapture
         run(main)
     assert not [r for r in caplog.records if r.levelno >= 40], [
         r.getMessage() for r in caplog.records if r.levelno >= 40]
+
+
+def test_a_failing_ors_call_is_an_error_result_and_a_warning(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The ORS session gone under the endpoint: the harness gets MCP's error result, and the
+    failure is logged at WARNING (the harness's model alone would otherwise see it)."""
+    async def main() -> None:
+        server = McpServer()
+        async with server.serve():
+            backend = AsyncLocalBackend(COUNTER)
+            ep = await server.open(AsyncOrsEnv(backend=backend),
+                                   options={"task_spec": {"target": 3}})
+            await backend.delete_session(ep.env.session_id)
+            async with client(ep.url) as s:
+                got = await s.call_tool("increment", {"amount": 1})
+            assert got.isError and ep.calls == []
+
+    with caplog.at_level("WARNING", logger="ors_gym"):
+        run(main)
+    assert any("ORS call increment failed" in r.getMessage() for r in caplog.records
+               if r.levelname == "WARNING"), [r.getMessage() for r in caplog.records]

@@ -52,6 +52,9 @@ def test_dataset_refuses_a_command_naming_no_environment(
     assert main(["nemo-gym", "dataset", "-o", str(tmp_path / "rows.jsonl")]) == 2
     assert "name the environment" in capsys.readouterr().err
     assert main(["nemo-gym", "dataset", "ors/Nope-v0", "-o", str(tmp_path / "x")]) == 2
+    missing = tmp_path / "no-such-folder" / "rows.jsonl"
+    assert main(["nemo-gym", "dataset", "ors/Counter-v0", "-o", str(missing)]) == 2
+    assert "does not exist" in capsys.readouterr().err and not missing.parent.exists()
 
 
 def test_root_is_where_nemo_gym_finds_the_server(

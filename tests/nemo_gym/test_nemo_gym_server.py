@@ -216,3 +216,13 @@ def test_an_image_is_a_note_and_a_raising_tool_masks_the_sample(make_server: Mak
     verdict = client.post("/verify", json={**row, "response": response(None)}).json()
     assert verdict["mask_sample"] is True and verdict["failure_kind"] == "verifier_error"
     assert "boom" in verdict["failure_reason"]
+
+
+def test_the_config_shows_no_credential_of_its_env_kwargs() -> None:
+    from ors_gym.nemo_gym import OrsResourcesServerConfig
+
+    config = OrsResourcesServerConfig(
+        host="127.0.0.1", port=0, entrypoint="app.py", name="ors",
+        env_id="ors/Counter-v0", env_kwargs={"secrets": {"API_TOKEN": "tok-not-for-logs"}})
+    assert "tok-not-for-logs" not in repr(config) + str(config)
+    assert config.make_kwargs()["secrets"] == {"API_TOKEN": "tok-not-for-logs"}
