@@ -224,16 +224,6 @@ def test_tests_mirror_the_package() -> None:
     assert strays == [], f"test folders with no package folder of the same path: {strays}"
 
 
-#: Imports of another package's private module made before this test, each to go (the
-#: private name made public in its package, or the code moved there); none may be added.
-_PRIVATE_IMPORTS_TO_REMOVE = {
-    ("ors_gym.gateway.session", "ors_gym.tokens._engine"),
-    ("ors_gym.skyrl._generate", "ors_gym.tokens._lockstep"),
-    ("ors_gym.trl._token_rollout", "ors_gym.tokens._lockstep"),
-    ("ors_gym.verl.agent_loop", "ors_gym.tokens._lockstep"),
-}
-
-
 def test_no_package_imports_another_packages_private_module() -> None:
     """A package's private modules are its own (``ors_gym._x`` modules serve every package)."""
     found = set()
@@ -243,8 +233,6 @@ def test_no_package_imports_another_packages_private_module() -> None:
             private = any(p.startswith("_") for p in parts[2:])
             if private and len(mine) > 1 and mine[1] != parts[1]:
                 found.add((name, target))
-    assert found <= _PRIVATE_IMPORTS_TO_REMOVE, (
+    assert not found, (
         "imports of another package's private module (export the name from that package): "
-        + "; ".join(f"{a} -> {b}" for a, b in sorted(found - _PRIVATE_IMPORTS_TO_REMOVE)))
-    gone = _PRIVATE_IMPORTS_TO_REMOVE - found
-    assert not gone, f"no longer made, so drop them from the list: {sorted(gone)}"
+        + "; ".join(f"{a} -> {b}" for a, b in sorted(found)))

@@ -12,7 +12,7 @@ a template that rewrites history) starts a new row of the same
 :class:`~ors_gym.tokens.Trajectory`, as ``TokenEnv`` does.
 
 The rows grow only through the token engine
-(:class:`ors_gym.tokens._engine.RowEngine`), as ``TokenEnv``'s do:
+(:class:`ors_gym.tokens.engine.RowEngine`), as ``TokenEnv``'s do:
 :meth:`CaptureSession.plan` plans a turn's prompt without touching the record;
 :meth:`CaptureSession.commit` records it once the reply is built. A request's
 assistant messages are read as :class:`~ors_gym.actions.AssistantTurn` and
@@ -32,7 +32,7 @@ from ors_gym.gateway.errors import GatewayError
 from ors_gym.protocol import ReasoningBlock
 from ors_gym.sampling import Sample
 from ors_gym.tokens import Bridge, Trajectory
-from ors_gym.tokens._engine import Growth, RowEngine
+from ors_gym.tokens.engine import Growth, RowEngine
 
 __all__ = ["CaptureSession", "Plan", "Recorded", "request_turn"]
 

@@ -17,7 +17,7 @@ from typing import Any
 from ors_gym.sampling import TokenSampler
 from ors_gym.skyrl._batch import generator_output
 from ors_gym.tokens import AsyncTokenBatch, EnvPool, is_processor
-from ors_gym.tokens._lockstep import run_lockstep
+from ors_gym.tokens.lockstep import run_lockstep
 
 __all__ = ["generate"]
 

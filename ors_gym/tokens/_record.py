@@ -7,7 +7,7 @@ it: the sampled ids read once, by the model family's parser (the bridge's
 environment's reply turned into chat messages and bridged into ids after it
 (``finish`` changes the record only once nothing can raise, so a failed step
 leaves it as it was). Its rows grow only through the token engine,
-:class:`ors_gym.tokens._engine.RowEngine`, as the capture gateway's do. The record
+:class:`ors_gym.tokens.engine.RowEngine`, as the capture gateway's do. The record
 also owns an episode's end by failure (``fail_start``, ``fail``, ``end``), for a
 batch whose failures stay in their episode.
 """
@@ -26,9 +26,9 @@ from ors_gym.protocol import Message
 from ors_gym.reward_parts import add_parts, step_parts
 from ors_gym.tokens import stops
 from ors_gym.tokens._choose import make_bridge
-from ors_gym.tokens._engine import Growth, RowEngine
 from ors_gym.tokens._vision import split_processor
 from ors_gym.tokens.chat import chat_messages
+from ors_gym.tokens.engine import Growth, RowEngine
 from ors_gym.tokens.trajectory import Trajectory
 
 logger = logging.getLogger("ors_gym")

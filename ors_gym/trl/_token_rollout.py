@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ors_gym.tokens import EpisodeRow, stops
-from ors_gym.tokens._lockstep import run_lockstep
+from ors_gym.tokens.lockstep import run_lockstep
 from ors_gym.trl._sample import TrainerSampler, serve_while, tokenizer_of
 
 __all__ = ["RETURN_FIELD", "TASK_ENV", "TASK_INDEX", "TRAJECTORY_FIELD", "TokenRollouts"]

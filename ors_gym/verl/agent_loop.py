@@ -6,7 +6,7 @@ veRL makes one agent loop per sample and awaits ``run(sampling_params,
 backends (``ors_gym.tokens.shared_pool()``: one per environment on the
 worker's event loop, so a sample opens no connection and repeats no tool
 discovery) and one bridge per tokenizer, and plays it with the lockstep driver
-(``ors_gym.tokens._lockstep``), veRL's server manager as its sampler: each
+(``ors_gym.tokens.lockstep``), veRL's server manager as its sampler: each
 completion is asked for from the token sequence so far, and the sampled ids and
 logprobs go to the env verbatim. The env's tokens (tool results, template
 tags) come back with mask 0; the reward is the env's own grade, so veRL's
@@ -25,7 +25,7 @@ from uuid import uuid4
 from ors_gym.errors import OrsDependencyError
 from ors_gym.sampling import FinishReason, Sample
 from ors_gym.tokens import AsyncTokenBatch, Bridge, EpisodeRow, make_bridge, shared_pool
-from ors_gym.tokens._lockstep import run_lockstep
+from ors_gym.tokens.lockstep import run_lockstep
 from ors_gym.verl._output import agent_loop_output
 
 try:

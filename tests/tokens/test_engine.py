@@ -1,4 +1,4 @@
-"""One engine grows a token row: no code in the package but ``tokens/_engine.py`` opens a
+"""One engine grows a token row: no code in the package but ``tokens/engine.py`` opens a
 ``TokenRow``, appends ids to one or counts its turns (``Trajectory.from_dict`` reads rows
 back whole, and ``TokenRow.add`` is the row's own method)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import ors_gym
 
 PACKAGE = Path(ors_gym.__file__).parent
-ENGINE = PACKAGE / "tokens" / "_engine.py"
+ENGINE = PACKAGE / "tokens" / "engine.py"
 #: Where a row is built otherwise: read back from JSON, whole.
 READERS = {PACKAGE / "tokens" / "trajectory.py"}
 

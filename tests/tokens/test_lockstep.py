@@ -25,7 +25,7 @@ from _tiny_lm import encode, tool_call_text
 
 from ors_gym.sampling import Sample
 from ors_gym.tokens import AsyncTokenBatch, EpisodeRow, stops
-from ors_gym.tokens._lockstep import run_lockstep
+from ors_gym.tokens.lockstep import run_lockstep
 
 BOUND_S = 20.0  # a turn whose prompts never all arrive waits this long, then fails
 
