@@ -164,7 +164,7 @@ class HarnessRunner:
                 answer = await _route_answer(endpoint, self.gateway.trajectory(sid))
             trajectory = self.gateway.close_session(sid, endpoint.rewards,
                                                     stop_reason=_trajectory_stop(stop, endpoint))
-            hidden = _credentials({**os.environ, **harness.variables(launch)}, launch.api_key)
+            hidden = _credentials(harness.variables(launch), launch.api_key)
             return HarnessEpisode(
                 harness=harness.name, trajectory=trajectory, stop=stop,
                 exit_status=ended.status, calls=list(endpoint.calls), final_answer=answer,
@@ -187,7 +187,7 @@ class HarnessRunner:
         out_path, err_path = workdir / ".stdout", workdir / ".stderr"
         with out_path.open("wb") as out, err_path.open("wb") as err:
             ended = await run_process(
-                harness.argv(launch), env={**os.environ, **harness.variables(launch)},
+                harness.argv(launch), env={**_inherited(), **harness.variables(launch)},
                 cwd=workdir, stdin_text=launch.prompt if harness.prompt_via == "stdin" else None,
                 stdout=out, stderr=err, deadline=deadline, finished=endpoint.ended,
                 finish_grace=self.finish_grace, kill_grace=self.kill_grace)
@@ -257,9 +257,20 @@ def _launch(harness: Harness, endpoint: McpEndpoint, info: Any, model: str,
                   server_name=harness.server_name, transport=harness.transport)
 
 
-#: Variable names whose values are credentials, kept out of a harness's recorded output.
-_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.IGNORECASE)
+#: Variable names whose values are credentials (a word of the name: ``HF_TOKEN``,
+#: ``AWS_SECRET_ACCESS_KEY``; not ``TOKENIZERS_PARALLELISM``): not inherited by a harness,
+#: and kept out of its recorded output.
+_CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|CREDENTIALS?)(?:_|$)",
+                              re.IGNORECASE)
 _REDACTED = "[redacted]"
+
+
+def _inherited() -> dict[str, str]:
+    """The runner's environment less its credentials: the model a harness runs may read
+    every variable (a coding agent has a shell), so a credential a harness needs is given
+    in its ``env``."""
+    return {name: value for name, value in os.environ.items()
+            if not _CREDENTIAL_NAME.search(name)}
 
 
 def _credentials(variables: dict[str, str], api_key: str) -> list[str]:

@@ -226,12 +226,16 @@ def test_bad_harnesses_are_refused_with_what_to_fix() -> None:
 
 def test_credentials_a_harness_prints_are_not_kept(
         gateway: Any, script: Any, tok: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The capture key and a credential-named variable of the runner's environment, printed
-    by the harness (as an agent listing its environment would), are hidden in the episode."""
+    """A credential of the runner's environment is not inherited, and the capture key and a
+    credential given in the harness's ``env``, printed by the harness (as an agent listing
+    its environment would), are hidden in the episode."""
     script.use(counter_player(tok))
-    monkeypatch.setenv("MY_SERVICE_TOKEN", "tok-not-for-logs-0123")
-    harness = Harness("printer", prompt_via="stdin", command=(
-        "sh", "-c", 'echo "key=$OPENAI_API_KEY"; echo "token=$MY_SERVICE_TOKEN" >&2'))
+    monkeypatch.setenv("HOST_API_KEY", "host-not-for-harnesses-0123")
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")  # a setting, not a credential
+    harness = Harness("printer", prompt_via="stdin", env={"MY_SERVICE_TOKEN": "tok-0123456"},
+                      command=("sh", "-c", 'echo "key=$OPENAI_API_KEY"; '
+                               'echo "host=$HOST_API_KEY tp=$TOKENIZERS_PARALLELISM"; '
+                               'echo "token=$MY_SERVICE_TOKEN" >&2'))
 
     async def main() -> Any:
         async with HarnessRunner(gateway) as runner:
@@ -240,10 +244,10 @@ def test_credentials_a_harness_prints_are_not_kept(
 
     episode = asyncio.run(main())
     assert episode.stop == "harness_exited", episode.stderr
-    assert episode.stdout.strip() == "key=[redacted]"
+    assert episode.stdout.split() == ["key=[redacted]", "host=", "tp=false"]
     assert episode.stderr.strip() == "token=[redacted]"
     kept = json.dumps(episode.to_json()) + repr(episode)
-    assert "sk-ors-" not in kept and "tok-not-for-logs" not in kept
+    assert "sk-ors-" not in kept and "tok-0123456" not in kept
 
 
 def test_a_harness_shows_none_of_its_variables() -> None:
