@@ -20,6 +20,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+from collections.abc import Awaitable, Callable
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -70,50 +71,46 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> ASGIApp:
                                  "last_id": gateway.model})
         return JSONResponse({"object": "list", "data": [card]})
 
-    def admitted(request: Request) -> Response | None:
-        if admin_key is None:
-            return None
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if hmac.compare_digest(given.encode(), admin_key.encode()):
-            return None
-        return JSONResponse({"error": "the session API needs the gateway's admin key as "
-                                      "'Authorization: Bearer <key>'"}, status_code=401)
+    def admin(handler: Callable[[Request], Awaitable[Response]]
+              ) -> Callable[[Request], Awaitable[Response]]:
+        """A session API route: the admin key checked first (when the gateway has one), a
+        ``GatewayError`` answered as ``{"error"}`` with its status."""
 
+        async def route(request: Request) -> Response:
+            if admin_key is not None:
+                given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+                if not hmac.compare_digest(given.encode(), admin_key.encode()):
+                    return JSONResponse({"error": "the session API needs the gateway's admin "
+                                                  "key as 'Authorization: Bearer <key>'"},
+                                        status_code=401)
+            try:
+                return await handler(request)
+            except GatewayError as exc:
+                return JSONResponse({"error": exc.message}, status_code=exc.status)
+
+        return route
+
+    @admin
     async def open_session(request: Request) -> Response:
-        refused = admitted(request)
-        if refused is not None:
-            return refused
         info = gateway.info(gateway.open_session().id, gateway.url or _root(request))
         return JSONResponse({"id": info.id, "api_key": info.api_key,
                              "openai_base_url": info.openai_base_url,
                              "anthropic_base_url": info.anthropic_base_url}, status_code=201)
 
+    @admin
     async def session(request: Request) -> Response:
-        refused = admitted(request)
-        if refused is not None:
-            return refused
         sid = request.path_params["sid"]
-        try:
-            if request.method == "DELETE":
-                gateway.drop_session(sid)
-                return Response(status_code=204)
-            return JSONResponse(gateway.trajectory(sid).to_dict())
-        except GatewayError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        if request.method == "DELETE":
+            gateway.drop_session(sid)
+            return Response(status_code=204)
+        return JSONResponse(gateway.trajectory(sid).to_dict())
 
+    @admin
     async def status(request: Request) -> Response:
-        refused = admitted(request)
-        if refused is not None:
-            return refused
-        try:
-            return JSONResponse(gateway.status(request.path_params["sid"]).to_dict())
-        except GatewayError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
+        return JSONResponse(gateway.status(request.path_params["sid"]).to_dict())
 
+    @admin
     async def close(request: Request) -> Response:
-        refused = admitted(request)
-        if refused is not None:
-            return refused
         try:
             body = await request.json() if await request.body() else {}
         except ValueError:
@@ -127,8 +124,6 @@ def build_app(gateway: Gateway, *, admin_key: str | None = None) -> ASGIApp:
         stop = body.get("stop_reason", "completed")
         try:
             traj = gateway.close_session(request.path_params["sid"], rewards, stop_reason=str(stop))
-        except GatewayError as exc:
-            return JSONResponse({"error": exc.message}, status_code=exc.status)
         except ValueError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse(traj.to_dict())
