@@ -20,6 +20,7 @@ import httpx
 import pytest
 from _tiny_lm import answer_text, encode, tool_call_text
 
+from tests._client_venvs import client_python
 from tests.gateway._agents import TARGET, VALUE, counter_model
 from tests.gateway.test_gateway import check_verbatim, qwen3_writer
 from tests.gateway.test_responses import _events
@@ -30,14 +31,7 @@ CLIENTS = Path(__file__).parent / "harness_clients"
 
 @pytest.fixture(scope="module")
 def harness_python() -> str:
-    """The harness venv's python; a failure saying how to build it when it is missing."""
-    venv = Path(os.environ.get("ORS_GYM_HARNESS_VENV") or ROOT / ".harness-venv")
-    python = venv / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"no harness venv at {venv}: build it with `bash scripts/harness-venv.sh` "
-                    "(it holds openai-agents and pydantic-ai, whose pins the main venv "
-                    "cannot hold)")
-    return str(python)
+    return client_python("harness")
 
 
 def _run(python: str, client: str, session: Any, *args: str) -> str:

@@ -5,19 +5,16 @@ venv's python (the Python SDK harnesses need mcp 2.x, which the main venv cannot
 from __future__ import annotations
 
 import importlib.util
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests._client_venvs import client_python
+
 _NEEDS = ("transformers", "trl", "openai", "starlette", "uvicorn", "mcp")
 if any(importlib.util.find_spec(m) is None for m in _NEEDS):
     pytest.skip(f"needs {', '.join(_NEEDS)} (the dev extras)", allow_module_level=True)
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="package")
 def tok() -> Any:
@@ -56,22 +53,9 @@ def gateway(tok: Any, backend: Any) -> Iterator[Any]:
 
 @pytest.fixture(scope="package")
 def harness_python() -> str:
-    """The harness venv's python; a failure saying how to build it when it is missing."""
-    venv = Path(os.environ.get("ORS_GYM_HARNESS_VENV") or ROOT / ".harness-venv")
-    python = venv / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"no harness venv at {venv}: build it with `bash scripts/harness-venv.sh` "
-                    "(it holds openai-agents, pydantic-ai and smolagents, whose pins the "
-                    "main venv cannot hold)")
-    return str(python)
+    return client_python("harness")
 
 
 @pytest.fixture(scope="package")
 def smolagents_python() -> str:
-    """The smolagents venv's python (smolagents' MCP adapter needs mcp 1.x)."""
-    venv = Path(os.environ.get("ORS_GYM_SMOLAGENTS_VENV") or ROOT / ".smolagents-venv")
-    python = venv / "bin" / "python"
-    if not python.exists():
-        pytest.fail(f"no smolagents venv at {venv}: build it with `bash "
-                    "scripts/smolagents-venv.sh`")
-    return str(python)
+    return client_python("smolagents")
