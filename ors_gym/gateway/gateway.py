@@ -108,6 +108,7 @@ class Gateway:
         self.tokenizer = tokenizer
         self.sampler = sampler
         self.bridge = make_bridge(tokenizer, renderer, chat_template_kwargs, self.processor)
+        self._stop_ids = sorted(self.bridge.stops)  # every turn ends on the family's stops
         self._renderer, self._kwargs = renderer, dict(chat_template_kwargs or {})
         self._efforts: dict[str, Bridge] = {}
         self.reads_effort = _reads_effort(renderer, tokenizer, self.processor)
@@ -283,7 +284,7 @@ class Gateway:
             try:
                 sample = await self.sampler.sample(
                     prompt, max_tokens=max_tokens,
-                    stop_token_ids=sorted(getattr(self.bridge, "stops", ())),
+                    stop_token_ids=self._stop_ids,
                     temperature=request.temperature, top_p=request.top_p, logprobs=True)
             except Exception as exc:
                 logger.warning("the token backend failed a turn: %s: %s",
