@@ -20,7 +20,9 @@ time (the largest return; goal for free-running: within 1.2x), free-running's wa
 time over lockstep's in the same run, and the client's CPU per episode-turn (this
 process, every thread; the stand-in policy costs next to nothing) over lockstep's in
 the same run (goal: at most 1.0x). Rounds interleave the two modes, so both meet the
-same load.
+same load. After the warm-up the heap is frozen out of the garbage collector
+(``gc.freeze``): a full collection of it costs more than a group's client work and
+would be charged to whichever run it fell in.
 
 Run: ``python -m benchmarks.bench_async`` (``--quick``: G = 4, delays 5 to 100 ms, two
 turns, one round, the server in this process: a check that it runs, not a measurement;
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import random
 import statistics
 import sys
@@ -180,6 +183,11 @@ def run(groups: tuple[int, ...] = (8, 32), rounds: int = 3, quick: bool = False
         prompt = spec.train_dataset["prompt"][0]
         _lockstep(spec, trainer, prompt, 1)  # warm: imports, the bridge, the pool
         _free(spec, tok, wait_ids, 1, task)
+        # The warm heap (torch, transformers, the tokenizer) is frozen out of the cyclic
+        # collector: a full collection walks it for hundreds of milliseconds, more than a
+        # whole group's client work, and lands in one run of either mode by chance.
+        gc.collect()
+        gc.freeze()
         for r in range(rounds):
             for g in groups:
                 modes = ("free", "lockstep") if r % 2 == 0 else ("lockstep", "free")

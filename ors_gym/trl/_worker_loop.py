@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import itertools
 import math
 import time
@@ -94,7 +93,7 @@ class _Versioned:
         got = await self.sampler.sample(prompt_ids, max_tokens=max_tokens,
                                         stop_token_ids=stop_token_ids, temperature=temperature,
                                         top_p=top_p, logprobs=logprobs)
-        return dataclasses.replace(got, policy_version=version)
+        return Sample(got.ids, got.logprobs, got.finish_reason, version)
 
     async def aclose(self) -> None:  # the worker closes its own sampler
         return None
@@ -199,15 +198,18 @@ class GroupScorer:
             for row, versions in _row_versions(traj, current):
                 if not any(row.mask):
                     continue
-                prompt = [0] * len(row.prompt_ids)
+                start = len(row.prompt_ids)  # the prompt: mask 0, logprob 0
+                mask = np.zeros(len(row.ids), dtype=np.int64)
+                mask[start:] = row.mask
+                logprobs = np.zeros(len(row.ids), dtype=np.float32)
+                logprobs[start:] = row.logprobs
                 turn = _first_assistant(traj.messages, row.first_message)
                 out.append(self.sample_class(
-                    prompt=list(traj.messages[:turn]),
-                    completion=list(traj.messages[turn:]),
+                    prompt=traj.messages[:turn],
+                    completion=traj.messages[turn:],
                     input_ids=np.asarray(row.ids, dtype=np.int64),
-                    completion_mask=np.asarray([*prompt, *row.mask], dtype=np.int64),
-                    old_log_probs=np.asarray([*(0.0 for _ in prompt), *row.logprobs],
-                                             dtype=np.float32),
+                    completion_mask=mask,
+                    old_log_probs=logprobs,
                     advantage=float(advantages[k]),
                     model_version=min(versions),
                     group_id=group_id,
