@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from ors_gym.backends.http.transport._pool import pooled_transport
+from ors_gym.backends.http import pooled_transport
 from ors_gym.sampling._protocol import FinishReason, Sample, SamplingError
 
 logger = logging.getLogger("ors_gym")
