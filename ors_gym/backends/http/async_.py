@@ -17,7 +17,7 @@ import contextlib
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, TypeVar, Unpack
 
 import httpx
@@ -140,7 +140,7 @@ class AsyncHttpBackend(AsyncFace):
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
         self._keepalive: asyncio.Task[None] | None = None
-        self._releases: set[asyncio.Future[None]] = set()  # see _behind
+        self._releases: set[asyncio.Future[None]] = set()  # ids given back (see _release)
 
     def __getstate__(self) -> dict[str, Any]:
         # A transport is this process's (its options pickle without it): a copy elsewhere
@@ -321,18 +321,14 @@ class AsyncHttpBackend(AsyncFace):
         """Open a session (one episode) for a task; returns its id (see ``SessionArgs``).
 
         A hosted session's id, once issued, is given back when ``/create`` fails or
-        the call is cancelled (see ``_behind``): no id is left with the gateway. On a
-        server of one's own, a ``/create`` that fails or is cancelled may still have
-        made the session (the request reached the server, the answer never came back),
-        so it is deleted (``/delete`` is idempotent) in the background, as a release is.
+        the call is cancelled (see ``_release``): no id is left with the gateway.
         """
         sid = await self._run(self._ops.session_id(env_name, **kwargs))
         try:
             await self._run(self._ops.create(env_name, sid, **kwargs))
         except BaseException:
-            await self._behind(
-                self._run(self._ops.release(sid, timeout=BACKGROUND_TIMEOUT_S))
-                if self.settings.hosted else self._delete_quietly(sid))
+            if self.settings.hosted:
+                await self._release(sid)
             raise
         self._open.add(sid)
         self._start_keepalive()
@@ -412,15 +408,17 @@ class AsyncHttpBackend(AsyncFace):
                            "ids not given back; the server forgets them when they expire",
                            self.location, CLOSE_TIMEOUT_S, left, len(work))
 
-    async def _behind(self, work: Coroutine[Any, Any, Any]) -> None:
-        """Give back what a failed or cancelled ``/create`` left (never raises but a
-        cancellation): ``work`` runs as a task of its own, so it runs on when the caller
-        is cancelled (again) while waiting for it; ``aclose`` waits for the ones still
-        running."""
-        task = asyncio.ensure_future(work)
-        self._releases.add(task)
-        task.add_done_callback(self._releases.discard)
-        await asyncio.shield(task)
+    async def _release(self, sid: str) -> None:
+        """Give back a session id ``/create`` never used (never raises but a cancellation).
+
+        The release is a task of its own, so it runs on when the caller is cancelled
+        (again) while waiting for it; ``aclose`` waits for the ones still running.
+        """
+        release = asyncio.ensure_future(
+            self._run(self._ops.release(sid, timeout=BACKGROUND_TIMEOUT_S)))
+        self._releases.add(release)
+        release.add_done_callback(self._releases.discard)
+        await asyncio.shield(release)
 
     async def _delete_quietly(self, sid: str) -> None:
         try:
