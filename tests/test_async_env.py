@@ -379,3 +379,27 @@ def test_cancelling_the_end_of_an_episode_still_deletes_its_session(srv: ServerT
             await door.aclose()
 
     asyncio.run(main())
+
+
+def test_a_backend_keeps_a_session_whose_deletion_was_cancelled(srv: ServerThread) -> None:
+    """A ``/delete`` cancelled before it was sent: the session stays among the backend's
+    open ones (kept alive), and ``aclose`` deletes it."""
+
+    async def main() -> None:
+        door = _DeleteHeld()
+        backend = AsyncHttpBackend(srv.url, transport=door)
+        try:
+            sid = await backend.create_session("math", split="train", index=0)
+            deleting = asyncio.create_task(backend.delete_session(sid))
+            await door.held.wait()
+            deleting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await deleting
+            assert backend.open_sessions == {sid} and sid in live(srv)
+            await backend.aclose()
+            assert not backend.open_sessions and sid not in live(srv)
+        finally:
+            await backend.aclose()
+            await door.aclose()
+
+    asyncio.run(main())
