@@ -330,13 +330,23 @@ class AsyncOrsEnv:
         return await self.run(self.plan(action))
 
     async def end_session(self) -> None:
-        """Delete the open session, if any (best effort: it may be gone with its server)."""
+        """Delete the open session, if any (best effort: it may be gone with its server).
+
+        A cancellation that cuts the ``/delete`` short (a task stopped while it gives
+        its session back) must not leave the session open, its id held nowhere any
+        more: the deletion is made again (``_delete_through``), then the cancellation
+        goes on.
+        """
         sid = self.release_session()
-        if sid is not None:
-            try:
-                await self.backend.delete_session(sid)
-            except OrsError as exc:
-                logger.debug("could not delete session %s: %s", sid, exc)
+        if sid is None:
+            return
+        try:
+            await self.backend.delete_session(sid)
+        except OrsError as exc:
+            logger.debug("could not delete session %s: %s", sid, exc)
+        except asyncio.CancelledError:
+            await self._delete_through(sid)
+            raise
 
     async def close(self) -> None:
         """Delete the open session and close the backend this env made; safe twice."""
@@ -383,8 +393,11 @@ class AsyncOrsEnv:
         there too. The caller re-raises the first cancellation afterwards.
         """
         sid = self.release_session()
-        if sid is None:
-            return
+        if sid is not None:
+            await self._delete_through(sid)
+
+    async def _delete_through(self, sid: str) -> None:
+        """Delete ``sid`` despite cancellations (see ``_abandon``), within bounds."""
         for _ in range(_DELETE_TRIES_ON_CANCEL):
             try:
                 async with asyncio.timeout(_DELETE_ON_CANCEL_S):

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import httpx
 import pytest
 from openreward.environments import Environment, Split, TextBlock, ToolOutput, tool
 
@@ -331,3 +332,74 @@ def test_cancelling_reset_while_create_is_in_flight_leaves_no_session() -> None:
                 await env.close()
 
         asyncio.run(cancel_mid_create())
+
+
+class _DeleteHeld(httpx.AsyncBaseTransport):
+    """The package's pool, but the first ``/delete`` is held before it is sent (``held``
+    is set then) until its task is cancelled; later ones go through."""
+
+    def __init__(self) -> None:
+        self.pool = pooled_transport()
+        self.held = asyncio.Event()
+        self.deletes = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/delete"):
+            self.deletes += 1
+            if self.deletes == 1:
+                self.held.set()
+                await asyncio.Event().wait()  # never set: this request is never sent
+        return await self.pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+def test_cancelling_the_end_of_an_episode_still_deletes_its_session(srv: ServerThread) -> None:
+    """The task giving a session back is cancelled before its ``/delete`` is sent (a
+    worker stopped while a group closes its scoring session): the deletion is made
+    again, then the cancellation goes on."""
+
+    async def main() -> None:
+        door = _DeleteHeld()
+        env = AsyncOrsEnv(base_url=srv.url, env_name="math", transport=door)
+        try:
+            await env.reset(options={"index": 0})
+            sid = env.session_id
+            assert sid in live(srv)
+            ending = asyncio.create_task(env.end_session())
+            await door.held.wait()
+            ending.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await ending
+            assert env.session_id is None and door.deletes == 2
+            assert sid not in live(srv)
+        finally:
+            await env.close()
+            await door.aclose()
+
+    asyncio.run(main())
+
+
+def test_a_backend_keeps_a_session_whose_deletion_was_cancelled(srv: ServerThread) -> None:
+    """A ``/delete`` cancelled before it was sent: the session stays among the backend's
+    open ones (kept alive), and ``aclose`` deletes it."""
+
+    async def main() -> None:
+        door = _DeleteHeld()
+        backend = AsyncHttpBackend(srv.url, transport=door)
+        try:
+            sid = await backend.create_session("math", split="train", index=0)
+            deleting = asyncio.create_task(backend.delete_session(sid))
+            await door.held.wait()
+            deleting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await deleting
+            assert backend.open_sessions == {sid} and sid in live(srv)
+            await backend.aclose()
+            assert not backend.open_sessions and sid not in live(srv)
+        finally:
+            await backend.aclose()
+            await door.aclose()
+
+    asyncio.run(main())

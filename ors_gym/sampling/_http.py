@@ -4,7 +4,9 @@
 ``return_token_ids``), as TRL's asynchronous rollout worker does, and
 ``SglangGenerate`` speaks SGLang's native ``/generate`` (``input_ids``,
 ``return_logprob``). Both bound the requests in flight with a semaphore over one
-``httpx.AsyncClient``, decode nothing (special tokens kept) and raise
+connection pool of the package's (``pooled_transport``, which honours the proxy
+variables as httpx does; requests go to it directly, without an ``httpx.AsyncClient``'s
+layers), decode nothing (special tokens kept) and raise
 ``SamplingError`` naming the endpoint and the status on a refusal.
 
 Retries: a request is resent only when it never reached the server (the connection
@@ -17,12 +19,14 @@ wants another draw asks again.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
+from ors_gym.backends.http import pooled_transport
 from ors_gym.sampling._protocol import FinishReason, Sample, SamplingError
 
 logger = logging.getLogger("ors_gym")
@@ -48,9 +52,10 @@ class _HttpSampler:
             raise ValueError(f"max_in_flight must be at least 1, got {max_in_flight}")
         self.base_url = base_url.rstrip("/")
         self.max_in_flight = max_in_flight
-        self._headers = dict(headers or {})
+        self._headers = [*(headers or {}).items(), ("Content-Type", "application/json")]
         self._timeout = timeout
-        self._client: httpx.AsyncClient | None = None
+        self._extensions = {"timeout": httpx.Timeout(timeout).as_dict()}
+        self._client: httpx.AsyncBaseTransport | None = None
         self._gate: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._told_no_logprobs = False
@@ -62,7 +67,7 @@ class _HttpSampler:
     def __repr__(self) -> str:  # no headers: they may carry the API key
         return f"{type(self).__name__}({self.endpoint!r}, max_in_flight={self.max_in_flight})"
 
-    def _bind(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+    def _bind(self) -> tuple[httpx.AsyncBaseTransport, asyncio.Semaphore]:
         # The client and the semaphore belong to the loop that first samples; a closed
         # loop's are dropped (its connections cannot be used or closed from another loop).
         loop = asyncio.get_running_loop()
@@ -72,10 +77,9 @@ class _HttpSampler:
                                    "make one sampler per loop")
             self._client = self._gate = None
         if self._client is None or self._gate is None:
-            limits = httpx.Limits(max_connections=self.max_in_flight,
-                                  max_keepalive_connections=self.max_in_flight)
-            self._client = httpx.AsyncClient(headers=self._headers, timeout=self._timeout,
-                                             limits=limits)
+            # The package's own pool (asyncio-native, no anyio): less CPU a request than httpx's.
+            n = self.max_in_flight
+            self._client = pooled_transport(n, n, max_connections_per_host=n)
             self._gate = asyncio.Semaphore(self.max_in_flight)
             self._loop = loop
         return self._client, self._gate
@@ -84,8 +88,16 @@ class _HttpSampler:
         client, gate = self._bind()
         async with gate:
             for attempt in range(1, _CONNECT_ATTEMPTS + 1):
+                request = httpx.Request(
+                    "POST", self.endpoint, headers=self._headers,
+                    content=json.dumps(body, separators=(",", ":")).encode(),
+                    extensions=self._extensions)
                 try:
-                    response = await client.post(self.endpoint, json=body)
+                    response = await client.handle_async_request(request)
+                    try:
+                        await response.aread()
+                    finally:
+                        await response.aclose()
                     break
                 except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                     if attempt == _CONNECT_ATTEMPTS:
@@ -135,7 +147,7 @@ class _HttpSampler:
         return ids, [float(x) for x in logprobs]
 
     async def aclose(self) -> None:
-        """Close the HTTP client; the sampler can be used again afterwards (a new client)."""
+        """Close the connection pool; the sampler can be used again afterwards (a new pool)."""
         client, self._client, self._gate, self._loop = self._client, None, None, None
         if client is not None:
             await client.aclose()

@@ -293,6 +293,7 @@ def test_check_health_raises_when_the_loop_dies_or_stalls(tok: Any,
         finally:
             worker.stop()
     assert "does not score groups" in str(info.value.__cause__)
+    assert Relay.live == 0  # the other groups, cancelled mid-episode or mid-scoring, too
     stalled = OrsRolloutWorker(relay, tok, VllmCompletions("http://127.0.0.1:9", "tiny"))
     stalled._thread = threading.current_thread()  # alive; never progressed
     stalled._progress -= 100
@@ -352,6 +353,7 @@ def test_trl_batches_the_samples_as_they_were_sampled(tok: Any, relay: list[Epis
     assert metrics["sample/staleness_max"] == [2.0] * 4
     for s in samples:
         assert _check_against_server(tok, s, server.requests) == 2
+    assert Relay.live == 0  # stopped with groups in flight: every session given back
 
 
 def test_group_scores_are_added_where_the_environment_scores_groups(tok: Any) -> None:

@@ -362,9 +362,19 @@ class AsyncHttpBackend(AsyncFace):
         return await self._run(self._ops.score_group(env_name, session_id, candidates))
 
     async def delete_session(self, session_id: str) -> None:
-        """End the session; idempotent, never raises for an already-gone session."""
+        """End the session; idempotent, never raises for an already-gone session.
+
+        A cancelled deletion may never have reached the server: the session then stays
+        open (kept alive, deleted by ``aclose``).
+        """
+        try:
+            await self._run(self._ops.delete(session_id))
+        except asyncio.CancelledError:
+            raise
+        except BaseException:  # refused, or the server is gone: nothing more to try
+            self._open.discard(session_id)
+            raise
         self._open.discard(session_id)
-        await self._run(self._ops.delete(session_id))
 
     async def ping(self, session_id: str) -> None:
         """Keep the session alive; raises OrsSessionExpired once it is gone."""
