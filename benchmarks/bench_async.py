@@ -7,11 +7,12 @@ is an SDK server in its own process; the policy is a stand-in answering every pr
 at once with a ``wait`` call (no model: what is left is the environment's time and the
 client's own work).
 
-- **free-running**: a fresh ``OrsRolloutWorker`` with ``max_episodes=G`` and
-  ``max_groups=2``: each episode samples its next turn as soon as its own tool returns.
-  The first group's wall time is read from the worker's ``rollout/group_s`` metric (it
-  also pays the environment's discovery); the client's CPU is the second group's (from
-  the first group's samples to the second's), as a trainer runs the worker.
+- **free-running**: an ``OrsRolloutWorker`` with ``max_episodes=G``: each episode
+  samples its next turn as soon as its own tool returns. The first group's wall time is
+  read from the worker's ``rollout/group_s`` metric (it also pays the environment's
+  discovery). The client's CPU is the worker's steady work, as a trainer runs it: a
+  fresh worker playing three groups one after another, less a fresh worker playing one
+  (what is left is two groups' work, the worker's start taken out).
 - **lockstep**: ``OrsSpec.rollout_func`` (one ``TokenBatch``, warm, every turn waits for
   the slowest tool) on G prompts of the same task; the call's wall time and CPU.
 
@@ -55,6 +56,8 @@ from ors_gym.envs.testing.latency import Latency
 
 ENV_SPEC = "benchmarks.bench_async:Jitter"
 TARGET = 1.2
+#: Groups of the longer free-running run (the shorter plays one; see ``_steady``).
+FREE_GROUPS = 3
 CPU_TARGET = 1.0
 #: The tasks: (low ms, high ms, calls). Task 0 is the benchmark's, task 1 the quick pass's.
 TASKS = ((100, 2000, 4), (5, 100, 2))
@@ -107,38 +110,48 @@ class _Waits:
         return None
 
 
-def _free(spec: Any, tok: Any, wait_ids: list[int], g: int, task: int
+def _free(spec: Any, tok: Any, wait_ids: list[int], g: int, task: int, groups: int = 1
           ) -> tuple[float, float, float, int]:
-    """Two free-running groups on a fresh worker: (the first group's wall s, its slowest
-    episode's tool s, the second group's client CPU s, its episode-turns). The second
-    group's CPU is the worker's steady work, as a trainer runs it: the first also pays
-    the worker's start (its thread and loop, its HTTP client, the environment's
-    discovery), as lockstep's warm-up call pays ``rollout_func``'s. The groups follow
-    one another (``max_episodes=G``) and score nothing over HTTP (``score_group=False``),
-    so the second group's work starts when the first group's samples are out."""
+    """``groups`` free-running groups on a fresh worker, one after another
+    (``max_episodes=G``), scoring nothing over HTTP (``score_group=False``): (the first
+    group's wall s, its slowest episode's tool s, the client's CPU s, the episode-turns
+    of every group). The CPU is the worker's whole run, from ``start()`` to the last
+    group's last sample, its start included (see :func:`_steady` for the CPU without it)."""
     from ors_gym.tokens import EpisodeRow
     from ors_gym.trl.worker import OrsRolloutWorker
 
     env_id = spec.env_ids[0]
     rows = [EpisodeRow(env_id, dict(spec._kwargs[env_id]), {"index": task, "split": "train"})]
     worker = OrsRolloutWorker(rows, tok, _Waits(wait_ids), num_generations=g, max_episodes=g,
-                              max_groups=2, max_tokens=256, score_group=False)
+                              max_groups=groups, max_tokens=256, score_group=False)
+    c = time.process_time()
     worker.start()
     try:
-        first = [worker.rollout_buffer.get(timeout=300) for _ in range(g)]
-        c = time.process_time()
-        second = [worker.rollout_buffer.get(timeout=300) for _ in range(g)]
+        samples = [worker.rollout_buffer.get(timeout=300) for _ in range(g * groups)]
         cpu = time.process_time() - c
     finally:
         worker.stop()
-    assert {s.group_id for s in first} == {0} and {s.group_id for s in second} == {1}
+    assert sorted({s.group_id for s in samples}) == list(range(groups))
     reports = []
     while not worker.metrics_queue.empty():
         reports.append(worker.metrics_queue.get_nowait())
-    groups = [r for r in reports if "rollout/group_s" in r]
-    turns = int(groups[1]["rollout/turns_mean"][0])
-    slowest = max(s.metrics["rewards/ors_return"] for s in first)
-    return groups[0]["rollout/group_s"], slowest, cpu, turns
+    played = [r for r in reports if "rollout/group_s" in r]
+    turns = sum(int(r["rollout/turns_mean"][0]) for r in played)
+    slowest = max(s.metrics["rewards/ors_return"] for s in samples if s.group_id == 0)
+    return played[0]["rollout/group_s"], slowest, cpu, turns
+
+
+def _steady(spec: Any, tok: Any, wait_ids: list[int], g: int, task: int
+            ) -> tuple[float, float, float, int]:
+    """The free-running figures with the worker's steady CPU: a run of one group and a
+    run of ``FREE_GROUPS`` groups on fresh workers, the CPU and episode-turns of the
+    first taken from the second's. A worker's start (its thread and loop, its
+    connections, the environment's discovery) is paid once in a trainer's run, and
+    lockstep's warm call does not pay it; the difference leaves the groups' own work.
+    The wall time and slowest episode are the longer run's first group's."""
+    _, _, cpu_one, turns_one = _free(spec, tok, wait_ids, g, task, 1)
+    wall, slowest, cpu, turns = _free(spec, tok, wait_ids, g, task, FREE_GROUPS)
+    return wall, slowest, cpu - cpu_one, turns - turns_one
 
 
 def _lockstep(spec: Any, trainer: Any, prompt: Any, g: int) -> tuple[float, float, float, int]:
@@ -192,7 +205,7 @@ def run(groups: tuple[int, ...] = (8, 32), rounds: int = 3, quick: bool = False
             for g in groups:
                 modes = ("free", "lockstep") if r % 2 == 0 else ("lockstep", "free")
                 for mode in modes:
-                    got = (_free(spec, tok, wait_ids, g, task) if mode == "free"
+                    got = (_steady(spec, tok, wait_ids, g, task) if mode == "free"
                            else _lockstep(spec, trainer, prompt, g))
                     figures.setdefault((mode, g), []).append(got)
         close = getattr(spec.rollout_func, "close", None)

@@ -119,6 +119,31 @@ def test_a_refusal_names_the_endpoint_the_status_and_the_reason(tok: Any, shape:
     assert len(srv.requests) == 1  # a refusal is not resent
 
 
+@pytest.mark.parametrize("shape", ["vllm", "sglang"])
+def test_a_request_on_a_connection_closed_while_idle_is_sent_again_once(tok: Any,
+                                                                        shape: str) -> None:
+    """The proxy closes the kept-alive connection as the second request arrives, without
+    passing it on (a server whose idle timer fired just then): the server never read it,
+    so it is sent again on a new connection and sampled once."""
+    from tests._fault_servers import CuttingProxy
+
+    with TokenServer(tok, ["a", "b"]) as srv, \
+            CuttingProxy(srv.base_url, cut_request_on=b"[7,7,7]") as proxy:
+        sampler = _samplers(proxy.url)[0 if shape == "vllm" else 1]
+
+        async def go() -> list[Sample]:
+            try:  # the first request leaves its connection idle in the pool for the second
+                return [await sampler.sample(p, max_tokens=4) for p in ([1, 2, 3], [7, 7, 7])]
+            finally:
+                await sampler.aclose()
+
+        first, second = asyncio.run(go())
+        assert proxy.cuts_done == 1 and proxy.count(b"[7,7,7]") == 2
+        assert proxy.connections == 2  # the cut one, then a new one for the resend
+    assert [r.prompt_ids for r in srv.requests] == [[1, 2, 3], [7, 7, 7]]  # sampled once
+    assert (first.ids, second.ids) == (encode(tok, "a"), encode(tok, "b"))
+
+
 def test_a_server_that_is_down_is_retried_with_a_warning_then_named(
         caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as s:  # a port nothing listens on
