@@ -1,11 +1,10 @@
-"""The gateway's tests share, per worker: a tiny Qwen3 tokenizer, a stand-in token backend
-(vLLM and SGLang shapes) whose script each test sets, and a gateway over it served by uvicorn."""
+"""The gateway's tests share, per package, the fixtures of ``tests._gateway_fixtures``: a
+tiny Qwen3 tokenizer, a stand-in token backend whose script each test sets, and a gateway
+over it served by uvicorn."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -13,52 +12,4 @@ _NEEDS = ("transformers", "trl", "openai", "anthropic", "starlette", "uvicorn")
 if any(importlib.util.find_spec(m) is None for m in _NEEDS):
     pytest.skip(f"needs {', '.join(_NEEDS)} (the dev extras)", allow_module_level=True)
 
-
-class Script:
-    """The backend's script, replaced per test (``script.use(fn)``)."""
-
-    def __init__(self) -> None:
-        self.fn: Any = None
-
-    def use(self, fn: Any) -> None:
-        self.fn = fn
-
-    def __call__(self, prompt_ids: list[int], text: str) -> Any:
-        assert self.fn is not None, "the test set no script"
-        return self.fn(prompt_ids, text)
-
-
-@pytest.fixture(scope="package")
-def tok() -> Any:
-    from _tiny_lm import tiny_tokenizer
-
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="package")
-def backend(tok: Any) -> Iterator[Any]:
-    from tests._token_server import TokenServer
-
-    with TokenServer(tok, Script()) as server:
-        yield server
-
-
-@pytest.fixture
-def script(backend: Any) -> Script:
-    """The backend's script, cleared, and the backend's records (requests, peak in flight)
-    cleared."""
-    backend.script.use(None)
-    backend.requests.clear()
-    backend.max_in_flight = backend.in_flight  # the most held at once, counted from here
-    backend.gate.set()
-    return backend.script  # type: ignore[no-any-return]
-
-
-@pytest.fixture(scope="package")
-def gateway(tok: Any, backend: Any) -> Iterator[Any]:
-    from ors_gym.gateway import Gateway, GatewayThread
-    from ors_gym.sampling import VllmCompletions
-
-    gw = Gateway(tok, VllmCompletions(backend.base_url, "tiny"), model="tiny")
-    with GatewayThread(gw):
-        yield gw
+from tests._gateway_fixtures import backend, gateway, script, tok  # noqa: E402,F401
