@@ -327,8 +327,8 @@ def _check_sample(sample: Sample, vocab_size: int) -> str | None:
         return "the backend aborted the request"
     if not sample.ids:
         return "no ids were sampled"
-    if any(isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < vocab_size
-           for t in sample.ids):
+    ids = sample.ids
+    if not all(type(t) is int for t in ids) or min(ids) < 0 or max(ids) >= vocab_size:
         return f"an id outside the tokenizer's vocabulary of {vocab_size}"
     if sample.logprobs is not None and len(sample.logprobs) != len(sample.ids):
         return f"{len(sample.logprobs)} logprobs for {len(sample.ids)} ids"
