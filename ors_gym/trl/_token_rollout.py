@@ -11,7 +11,9 @@ before the call returns. An episode the environment failed is handed to the
 trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None), and
 so is one whose first prompt leaves the model (``vllm_max_model_length``, or
 its config's ``max_position_embeddings``) no room for a completion
-(``context_overflow``: never sampled).
+(``context_overflow``: never sampled). No later turn asks past the model's length
+either: a turn's budget is what the prompt leaves, and an episode whose prompt
+fills the model ends there with ``context_overflow``, its turns so far kept.
 What the trainer trains on is the trajectory's own record: the sampled ids
 verbatim, the environment's ids between turns (``env_mask`` 0) and the
 sampler's logprobs.
@@ -146,18 +148,17 @@ def _run(batch: Any, rows: list[EpisodeRow], trainer: Any, limit: int) -> list[A
     """The lockstep driver over ``batch`` with the trainer's sampling (run on this, the
     trainer's, thread); every session is given back before returning. ``limit`` counts
     every row's sampled ids, so an episode whose template keeps starting rows still
-    ends. An episode whose first prompt leaves the model no room for one sampled id
-    ends at once with ``context_overflow`` (never sampled)."""
+    ends. No turn asks past the model's length: an episode whose prompt leaves it no
+    room for one sampled id ends with ``context_overflow`` (at once, never sampled,
+    when it is the first prompt)."""
     longest = _context_length(trainer)
     sampler: TrainerSampler | None = None
 
     def driver(submit: Any) -> Any:
         nonlocal sampler
         sampler = TrainerSampler(trainer, len(rows), submit)
-        return run_lockstep(
-            batch.batch, rows, sampler, max_tokens=limit, budget="episode",
-            max_prompt=None if longest is None else longest - 1,
-            max_prompt_name="the model's length less one sampled id")
+        return run_lockstep(batch.batch, rows, sampler, max_tokens=limit, budget="episode",
+                            max_model_len=longest)
 
     trajectories = serve_while(batch.runtime.run, driver)
     assert sampler is not None

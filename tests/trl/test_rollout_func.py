@@ -245,6 +245,51 @@ def test_a_first_prompt_over_the_models_length_ends_that_episode_only() -> None:
     assert [len(p) for p in asked] == [lengths[1]]  # only QA's prompt reached the sampler
 
 
+def test_no_later_turn_asks_past_the_models_length() -> None:
+    """Counter's first prompt leaves room for the reply, not for the tool's result after
+    it: the first turn asks for what the prompt leaves, and the episode ends after it with
+    context_overflow (ungraded), its second prompt never sent to the sampler."""
+    from types import SimpleNamespace
+
+    from _tiny_lm import encode, tiny_tokenizer, tool_call_text
+
+    from ors_gym.tokens import TokenEnv
+
+    tok = tiny_tokenizer()
+    env = TokenEnv(gym.make(COUNTER), tok)
+    first = len(env.reset(options={"index": 0})[0])
+    env.close()
+    call = [*encode(tok, tool_call_text("increment", {"amount": 1})), tok.eos_token_id]
+    longest = first + len(call) + 2
+    asked: list[tuple[int, int]] = []  # (prompt length, the completion length asked for)
+
+    class Generation:
+        max_completion_length = 64
+
+        def generate(self, prompts: list[list[int]], images: Any, num_generations: int,
+                     profiler: Any = None) -> tuple[Any, ...]:
+            asked.extend((len(p), self.max_completion_length) for p in prompts)
+            return prompts, [call for _ in prompts], [[[-0.5]] * len(call)
+                                                      for _ in prompts], None
+
+    trainer = SimpleNamespace(
+        use_vllm=True, vllm_generation=Generation(), processing_class=tok,
+        accelerator=SimpleNamespace(num_processes=1),
+        args=SimpleNamespace(max_completion_length=64, chat_template_kwargs=None,
+                             vllm_max_model_length=longest))
+    spec = OrsSpec(COUNTER, indices=[0])
+    prompts = [[{"role": "user", "content": "", "ors_env_id": COUNTER, "ors_task_index": 0}]]
+    try:
+        out = spec.rollout_func(prompts, trainer)
+    finally:
+        spec.rollout_func.close()  # type: ignore[attr-defined]
+    (trajectory,) = out["ors_trajectory"]
+    assert asked == [(first, longest - first)]  # not the whole max_completion_length
+    assert trajectory.turns == 1 and trajectory.stop_reason == "context_overflow"
+    assert len(trajectory.rows[-1].ids) >= longest  # the next prompt fills the model
+    assert out["ors_return"] == [None] and set(out["env_mask"][0]) == {0}
+
+
 def test_with_vllm_over_two_processes_each_turn_sends_every_episode_until_none_runs_anywhere(
 ) -> None:
     """vLLM gathers every process's prompts and hands back equal shares, so each process
