@@ -197,17 +197,20 @@ def run(groups: tuple[int, ...] = (8, 32), rounds: int = 3, quick: bool = False
         _lockstep(spec, trainer, prompt, 1)  # warm: imports, the bridge, the pool
         _free(spec, tok, wait_ids, 1, task)
         # The warm heap (torch, transformers, the tokenizer) is frozen out of the cyclic
-        # collector: a full collection walks it for hundreds of milliseconds, more than a
-        # whole group's client work, and lands in one run of either mode by chance.
+        # collector while the rounds run: a full collection walks it for hundreds of
+        # milliseconds, more than a whole group's client work, whichever mode is running.
         gc.collect()
         gc.freeze()
-        for r in range(rounds):
-            for g in groups:
-                modes = ("free", "lockstep") if r % 2 == 0 else ("lockstep", "free")
-                for mode in modes:
-                    got = (_steady(spec, tok, wait_ids, g, task) if mode == "free"
-                           else _lockstep(spec, trainer, prompt, g))
-                    figures.setdefault((mode, g), []).append(got)
+        try:
+            for r in range(rounds):
+                for g in groups:
+                    modes = ("free", "lockstep") if r % 2 == 0 else ("lockstep", "free")
+                    for mode in modes:
+                        got = (_steady(spec, tok, wait_ids, g, task) if mode == "free"
+                               else _lockstep(spec, trainer, prompt, g))
+                        figures.setdefault((mode, g), []).append(got)
+        finally:
+            gc.unfreeze()  # the benchmarks run after this one meet the collector as it was
         close = getattr(spec.rollout_func, "close", None)
         if close is not None:
             close()

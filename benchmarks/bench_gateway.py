@@ -24,8 +24,9 @@ load) and play ``SESSION_TURNS`` turns. Reported per N: the rate the sessions ge
 session's turns over its own time, summed) against the ideal N / cost, and their
 ratio (1.0: the gateway adds no queueing); each session's median time per turn; the
 gateway process's CPU per turn (HTTP, JSON, rendering, parsing, and the sessions'
-opening and closing: psutil's count of the child), and the sessions one core would
-sustain at this cost (cost / CPU per turn). The agents share the machine's cores with
+opening and closing: ``time.process_time`` read in the child, where a count in clock
+ticks can read 0 over a short run), and the sessions one core would sustain at this
+cost (cost / CPU per turn). The agents share the machine's cores with
 the gateway, so on a loaded machine the ratio at large N falls with the CPU the
 gateway gets; the CPU figure is the gateway's own. The sessions' sockets count
 against the open-file limit: both sides raise their soft limit to the hard one.
@@ -271,7 +272,7 @@ def _cpu_per_turn(http: Any, url: str, turns: int, sessions: int,
 def serve_child(cost_ms: float) -> None:
     """The gateway's process: a gateway over a stand-in sampler that awaits ``cost_ms`` a
     turn (no HTTP: the gateway's own ceiling is measured); prints its URL, serves until
-    its stdin closes."""
+    its stdin closes, answering each line with its CPU seconds (``_serve_stdin``)."""
     from ors_gym.gateway import Gateway, GatewayThread
     from ors_gym.sampling import Sample
 
@@ -290,7 +291,7 @@ def serve_child(cost_ms: float) -> None:
     gateway = Gateway(tok, FixedCost(), model="tiny", max_in_flight=8192)
     with GatewayThread(gateway) as served:
         print(served.url, flush=True)
-        sys.stdin.read()  # until the parent closes our stdin
+        _serve_stdin()
 
 
 def _raise_fd_limit() -> None:
@@ -396,25 +397,14 @@ def sessions_per_process(sessions: Sequence[int], turns: int, cost_ms: float,
                          agents: int = AGENT_PROCESSES) -> list[dict[str, Any]]:
     """Rows: turns/s with N sessions at once against the ideal N / cost, the agents in
     ``agents`` processes of their own."""
-    child = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.bench_gateway", "--serve", str(cost_ms)],
-        cwd=ROOT, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        url = child.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError("the gateway child did not start")
-        import psutil
-
-        server = psutil.Process(child.pid)
+    with _child("--serve", str(cost_ms)) as (url, server_cpu):
         rows = []
         _agents(url, 1, 2, 1, 0.0)  # warm-up
         for n in sessions:
             procs = min(agents, n)
-            before = server.cpu_times()
+            before = server_cpu()
             took, span = _agents(url, n, turns, procs, cost_ms)
-            after = server.cpu_times()
-            cpu_ms = ((after.user + after.system) - (before.user + before.system)) * 1000
+            cpu_ms = (server_cpu() - before) * 1000
             per_turn = cpu_ms / (n * turns)  # the sessions' opening and closing included
             # Each session's own rate summed: the steady rate the N sessions get.
             rate, ideal = sum(turns / t for t in took), n * 1000 / cost_ms
@@ -426,11 +416,7 @@ def sessions_per_process(sessions: Sequence[int], turns: int, cost_ms: float,
                             span_s=round(span, 2),
                             server_cpu_ms_per_turn=round(per_turn, 3),
                             sessions_per_core=round(cost_ms / per_turn, 1)))
-        return rows
-    finally:
-        if child.stdin is not None:
-            child.stdin.close()
-        child.wait(timeout=30)
+    return rows
 
 
 #: ``--quick``: fewer rounds and turns, the two session counts the targets name.

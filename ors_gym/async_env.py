@@ -407,13 +407,14 @@ class AsyncOrsEnv:
                 continue
             except TimeoutError:
                 logger.warning("session %s was left open: its server did not answer its "
-                               "deletion within %s s", sid, _DELETE_ON_CANCEL_S)
+                               "deletion within %s s (an HTTP backend deletes it again when "
+                               "closed)", sid, _DELETE_ON_CANCEL_S)
                 return
             except OrsError as exc:
                 logger.debug("could not delete session %s: %s", sid, exc)
                 return
-        logger.warning("session %s was left open: its deletion was cancelled %d times",
-                       sid, _DELETE_TRIES_ON_CANCEL)
+        logger.warning("session %s was left open: its deletion was cancelled %d times (an "
+                       "HTTP backend deletes it again when closed)", sid, _DELETE_TRIES_ON_CANCEL)
 
 
 def _session_args(settings: EnvSettings, args: SessionArgs) -> SessionArgs:

@@ -341,9 +341,10 @@ class _DeleteHeld(httpx.AsyncBaseTransport):
     def __init__(self) -> None:
         self.pool = pooled_transport()
         self.held = asyncio.Event()
-        self.deletes = 0
+        self.deletes = self.pings = 0
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.pings += request.url.path.endswith("/ping")
         if request.url.path.endswith("/delete"):
             self.deletes += 1
             if self.deletes == 1:
@@ -383,21 +384,25 @@ def test_cancelling_the_end_of_an_episode_still_deletes_its_session(srv: ServerT
 
 def test_a_backend_keeps_a_session_whose_deletion_was_cancelled(srv: ServerThread) -> None:
     """A ``/delete`` cancelled before it was sent: the session stays among the backend's
-    open ones (kept alive), and ``aclose`` deletes it."""
+    open ones, no longer kept alive (a server that did not answer its deletion reaps it
+    when idle), and ``aclose`` deletes it."""
 
     async def main() -> None:
         door = _DeleteHeld()
         backend = AsyncHttpBackend(srv.url, transport=door)
         try:
             sid = await backend.create_session("math", split="train", index=0)
+            other = await backend.create_session("math", split="train", index=1)
             deleting = asyncio.create_task(backend.delete_session(sid))
             await door.held.wait()
             deleting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await deleting
-            assert backend.open_sessions == {sid} and sid in live(srv)
+            assert backend.open_sessions == {sid, other} and sid in live(srv)
+            await backend._ping_open_sessions()  # what the keepalive task does each tick
+            assert door.pings == 1  # the other session's: the one being deleted is not kept
             await backend.aclose()
-            assert not backend.open_sessions and sid not in live(srv)
+            assert not backend.open_sessions and not {sid, other} & set(live(srv))
         finally:
             await backend.aclose()
             await door.aclose()

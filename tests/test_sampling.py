@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import logging
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -119,29 +121,70 @@ def test_a_refusal_names_the_endpoint_the_status_and_the_reason(tok: Any, shape:
     assert len(srv.requests) == 1  # a refusal is not resent
 
 
-@pytest.mark.parametrize("shape", ["vllm", "sglang"])
-def test_a_request_on_a_connection_closed_while_idle_is_sent_again_once(tok: Any,
-                                                                        shape: str) -> None:
-    """The proxy closes the kept-alive connection as the second request arrives, without
-    passing it on (a server whose idle timer fired just then): the server never read it,
-    so it is sent again on a new connection and sampled once."""
-    from tests._fault_servers import CuttingProxy
+class _ReadThenClose:
+    """A loopback HTTP/1.1 server for one connection: it answers the first request as vLLM
+    does (kept alive), reads the second whole, then closes without a byte of answer (a
+    server that died while sampling; to the client, just like a connection closed while
+    idle)."""
 
-    with TokenServer(tok, ["a", "b"]) as srv, \
-            CuttingProxy(srv.base_url, cut_request_on=b"[7,7,7]") as proxy:
-        sampler = _samplers(proxy.url)[0 if shape == "vllm" else 1]
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = json.dumps(answer).encode()
+        self.bodies: list[bytes] = []
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
 
-        async def go() -> list[Sample]:
-            try:  # the first request leaves its connection idle in the pool for the second
-                return [await sampler.sample(p, max_tokens=4) for p in ([1, 2, 3], [7, 7, 7])]
-            finally:
-                await sampler.aclose()
+    def _read(self, conn: socket.socket, buffer: bytearray) -> None:
+        while b"\r\n\r\n" not in buffer:
+            buffer += conn.recv(65536)
+        head, _, rest = bytes(buffer).partition(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        while len(rest) < length:
+            rest += conn.recv(65536)
+        self.bodies.append(rest[:length])
+        buffer[:] = rest[length:]
 
-        first, second = asyncio.run(go())
-        assert proxy.cuts_done == 1 and proxy.count(b"[7,7,7]") == 2
-        assert proxy.connections == 2  # the cut one, then a new one for the resend
-    assert [r.prompt_ids for r in srv.requests] == [[1, 2, 3], [7, 7, 7]]  # sampled once
-    assert (first.ids, second.ids) == (encode(tok, "a"), encode(tok, "b"))
+    def _serve(self) -> None:
+        conn, _ = self._listener.accept()
+        with conn:
+            buffer = bytearray()
+            self._read(conn, buffer)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                         b"content-length: %d\r\n\r\n%s" % (len(self.answer), self.answer))
+            self._read(conn, buffer)  # the second request, read whole; then closed
+
+    def close(self) -> None:
+        self._listener.close()
+        self._thread.join(timeout=10)
+
+
+def test_a_request_the_server_read_is_never_sent_again(tok: Any) -> None:
+    """The server reads a request on a kept-alive connection and closes it unanswered: to
+    the client that is also how a connection closed while idle looks, but an inference
+    server sends nothing until it has sampled, so the request is not sent again (its
+    tokens may be paid for): a SamplingError says so."""
+    ids = encode(tok, "a")
+    server = _ReadThenClose({"choices": [{"token_ids": ids, "finish_reason": "stop",
+                                          "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]})
+    # bounded: a resend would go to a second connection, which this server never answers
+    sampler = VllmCompletions(server.url, "tiny", timeout=30.0)
+
+    async def go() -> Sample:
+        try:
+            first = await sampler.sample([1, 2, 3], max_tokens=4)
+            with pytest.raises(SamplingError, match=r"after the request was sent.*not resent"):
+                await sampler.sample([7, 7, 7], max_tokens=4)
+            return first
+        finally:
+            await sampler.aclose()
+
+    try:
+        assert asyncio.run(go()).ids == ids
+    finally:
+        server.close()
+    assert [json.loads(b)["prompt"] for b in server.bodies] == [[1, 2, 3], [7, 7, 7]]
 
 
 def test_a_server_that_is_down_is_retried_with_a_warning_then_named(

@@ -328,7 +328,8 @@ def _check_sample(sample: Sample, vocab_size: int) -> str | None:
     if not sample.ids:
         return "no ids were sampled"
     ids = sample.ids
-    if not all(type(t) is int for t in ids) or min(ids) < 0 or max(ids) >= vocab_size:
+    if (not all(isinstance(t, int) and not isinstance(t, bool) for t in ids)
+            or min(ids) < 0 or max(ids) >= vocab_size):
         return f"an id outside the tokenizer's vocabulary of {vocab_size}"
     if sample.logprobs is not None and len(sample.logprobs) != len(sample.ids):
         return f"{len(sample.logprobs)} logprobs for {len(sample.ids)} ids"

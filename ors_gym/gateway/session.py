@@ -36,10 +36,6 @@ from ors_gym.tokens.engine import Growth, RowEngine
 
 __all__ = ["CaptureSession", "Plan", "Recorded", "request_turn"]
 
-#: What a row was rendered with beside its messages: the request's tools and the template
-#: variant (e.g. a reasoning effort); a request with other ones starts a new row.
-_Context = tuple[list[dict[str, Any]], str | None]
-
 
 @dataclass(frozen=True)
 class Recorded:
@@ -58,7 +54,7 @@ class Plan:
     growth: Growth
     entries: list[dict[str, Any] | Recorded]  # the row's conversation once committed
     tools: list[dict[str, Any]]
-    context: _Context
+    tools_key: str
 
     @property
     def new_row(self) -> bool:
@@ -74,7 +70,7 @@ class CaptureSession:
     trajectory: Trajectory = field(repr=False)
     closed: bool = False
     entries: list[dict[str, Any] | Recorded] = field(default_factory=list)
-    context: _Context | None = None  # the last row's tools and template variant
+    tools_key: str = ""
     rows: RowEngine | None = field(default=None, repr=False)  # the engine, from the first plan
     context_overflows: int = 0  # turns refused for a prompt at or over the context length
     last_refusal: str | None = None  # the code (else the status) of the last refused turn
@@ -111,23 +107,23 @@ class CaptureSession:
                                     "message", param="messages")
         rows = self._rows(bridge)
         rows.bridge = bridge  # renders this request's ids (the record is not touched)
-        context = (tools, variant)
-        cut = self._continues(messages, context)
+        tools_key = json.dumps([tools, variant], sort_keys=True)
+        cut = self._continues(messages, tools_key)
         if cut is not None and rows.last is not None:  # the new messages hold no assistant turn
             growth = rows.follow(rows.last, messages[cut:], tools)
             if growth is not None:
                 prompt = [*self.trajectory.rows[-1].ids, *growth.tail]
-                return Plan(prompt, growth, [*self.entries, *messages[cut:]], tools, context)
+                return Plan(prompt, growth, [*self.entries, *messages[cut:]], tools, tools_key)
         conversation = [rows.message(request_turn(m)) if m["role"] == "assistant" else m
                         for m in messages]
         growth = rows.restart(rows.last, conversation, tools)
         assert growth.row is not None
-        return Plan(list(growth.row.prompt_ids), growth, list(messages), tools, context)
+        return Plan(list(growth.row.prompt_ids), growth, list(messages), tools, tools_key)
 
-    def _continues(self, messages: list[dict[str, Any]], context: _Context) -> int | None:
+    def _continues(self, messages: list[dict[str, Any]], tools_key: str) -> int | None:
         """Where the request's new messages start, if it continues the last row."""
         entries = self.entries
-        if not entries or context != self.context or len(messages) <= len(entries):
+        if not entries or tools_key != self.tools_key or len(messages) <= len(entries):
             return None
         for entry, message in zip(entries, messages, strict=False):
             if isinstance(entry, Recorded):
@@ -153,7 +149,7 @@ class CaptureSession:
         self.trajectory.tools = plan.tools
         calls = tuple((c.name, _canonical(c.arguments)) for c in turn.tool_calls)
         self.entries = [*plan.entries, Recorded(turn.text.strip(), calls)]
-        self.context = plan.context
+        self.tools_key = plan.tools_key
 
     def finish(self, bridge: Bridge, rewards: list[float], stop_reason: str) -> Trajectory:
         """Close the session: the last turn closed if cut, the episode's rewards given."""

@@ -9,12 +9,13 @@ variables as httpx does; requests go to it directly, without an ``httpx.AsyncCli
 layers), decode nothing (special tokens kept) and raise
 ``SamplingError`` naming the endpoint and the status on a refusal.
 
-Retries: a request is resent only when it never reached the server: the connection
-was refused or could not be opened (with a WARNING each time), or the kept-alive
-connection it was written on had been closed by the server while idle. Sampling has no side
+Retries: a request is resent only when it never reached the server (the connection
+was refused or could not be opened), with a WARNING each time. Sampling has no side
 effect on the server, but an answer lost after the request was sent (a read timeout, a
-dropped connection) is not resent: the tokens were already paid for, and a caller that
-wants another draw asks again.
+dropped connection, a kept-alive connection closed before any byte of the answer:
+an inference server sends nothing until it has sampled, so that is no proof it never
+read the request) is not resent: the tokens may already be paid for, and a caller
+that wants another draw asks again.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import httpx
 
-from ors_gym.backends.http import IdleConnectionClosedError, pooled_transport
+from ors_gym.backends.http import pooled_transport
 from ors_gym.sampling._protocol import FinishReason, Sample, SamplingError
 
 logger = logging.getLogger("ors_gym")
@@ -36,9 +37,6 @@ __all__ = ["SglangGenerate", "VllmCompletions"]
 
 #: Attempts for a request whose connection could not be opened (never sent).
 _CONNECT_ATTEMPTS = 4
-#: Resends of a request written on a kept-alive connection the server had closed while
-#: it sat idle (the server never read it), before the request fails.
-_STALE_RESENDS = 3
 _BACKOFF_S = 0.05
 
 
@@ -92,8 +90,7 @@ class _HttpSampler:
         client, gate = self._bind()
         content = json.dumps(body, separators=(",", ":")).encode()
         async with gate:
-            attempt, stale = 1, 0
-            while True:
+            for attempt in range(1, _CONNECT_ATTEMPTS + 1):
                 request = httpx.Request("POST", self.endpoint, headers=self._headers,
                                         content=content, extensions=self._extensions)
                 try:
@@ -103,13 +100,6 @@ class _HttpSampler:
                     finally:
                         await response.aclose()
                     break
-                except IdleConnectionClosedError as exc:  # never read: safe to send again
-                    stale += 1
-                    if stale > _STALE_RESENDS:
-                        raise SamplingError(f"POST {self.endpoint}: {stale} kept-alive "
-                                            f"connections in a row were closed by the server "
-                                            f"({exc})") from exc
-                    logger.debug("POST %s: %s; sending it again", self.endpoint, exc)
                 except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                     if attempt == _CONNECT_ATTEMPTS:
                         raise SamplingError(
@@ -118,7 +108,6 @@ class _HttpSampler:
                     logger.warning("POST %s: could not connect (%r); retry %d/%d",
                                    self.endpoint, exc, attempt, _CONNECT_ATTEMPTS - 1)
                     await asyncio.sleep(_BACKOFF_S * 2 ** (attempt - 1))
-                    attempt += 1
                 except httpx.TimeoutException as exc:
                     raise SamplingError(f"POST {self.endpoint}: no answer within "
                                         f"{self._timeout:g} s ({type(exc).__name__})") from exc

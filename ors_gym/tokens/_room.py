@@ -61,11 +61,12 @@ class Room:
             left = min(left, self.max_model_len - prompt_len)
         return left if left > 0 else stops.MAX_TOKENS
 
-    def limit(self, prompt_len: int, name: str = "max_prompt") -> str:
-        """The limit a prompt of ``prompt_len`` ids overflows, for a message (``name``:
-        what the caller calls ``max_prompt``)."""
+    def limit(self, prompt_len: int, name: str = "max_prompt",
+              model_name: str = "max_model_len") -> str:
+        """The limit a prompt of ``prompt_len`` ids overflows, for a message (``name`` and
+        ``model_name``: what the caller calls ``max_prompt`` and ``max_model_len``)."""
         if self.max_model_len is not None and prompt_len >= self.max_model_len:
-            return f"not shorter than {self.max_model_len} (max_model_len)"
+            return f"not shorter than {self.max_model_len} ({model_name})"
         return f"longer than {self.max_prompt} ({name})"
 
 

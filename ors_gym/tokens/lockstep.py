@@ -41,6 +41,7 @@ async def run_lockstep(
     max_prompt: int | None = None,
     max_prompt_name: str = "max_prompt",
     max_model_len: int | None = None,
+    max_model_len_name: str = "max_model_len",
     temperature: float = 1.0,
     top_p: float = 1.0,
 ) -> list[Trajectory]:
@@ -53,7 +54,8 @@ async def run_lockstep(
     ``max_tokens``. ``max_prompt``: a first prompt longer than this ends its episode with
     ``context_overflow``; ``max_model_len``: the model's context, which no turn asks past
     and a prompt that fills ends its episode so. An episode ended unsampled this way is
-    said at WARNING, naming the limit (``max_prompt`` as ``max_prompt_name``).
+    said at WARNING, naming the limit (``max_prompt`` as ``max_prompt_name``,
+    ``max_model_len`` as ``max_model_len_name``: what the caller's user sets).
     """
     room = Room(batch.max_tokens if max_tokens is None else max_tokens, budget, max_prompt,
                 max_model_len)
@@ -65,7 +67,8 @@ async def run_lockstep(
         while True:
             trajectories = batch.trajectories
             left = {k: room.left(trajectories[k], len(ids[k])) for k in batch.running}
-            await _end_unfit(batch, room, wanted, ids, left, max_prompt_name)
+            await _end_unfit(batch, room, wanted, ids, left,
+                             (max_prompt_name, max_model_len_name))
             live = {k: n for k, n in left.items() if isinstance(n, int)}
             if not live:
                 break
@@ -83,14 +86,15 @@ async def run_lockstep(
 
 
 async def _end_unfit(batch: AsyncTokenBatch, room: Room, rows: list[EpisodeRow],
-                     ids: list[list[int]], left: dict[int, int | str], name: str) -> None:
+                     ids: list[list[int]], left: dict[int, int | str],
+                     names: tuple[str, str]) -> None:
     """End the episodes ``left`` gives a stop reason, each with its reason; those whose
     first prompt did not fit are said at WARNING (they are never trained on)."""
     trajectories = batch.trajectories
     unsampled: dict[str, list[int]] = {}
     for k, n in left.items():
         if n == stops.CONTEXT_OVERFLOW and not trajectories[k].turns:
-            unsampled.setdefault(room.limit(len(ids[k]), name), []).append(k)
+            unsampled.setdefault(room.limit(len(ids[k]), *names), []).append(k)
     for limit, over in unsampled.items():
         logger.warning(
             "%d of %d episodes' first prompts (%s tokens; %s) are %s: they end with "

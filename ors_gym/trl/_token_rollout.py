@@ -11,9 +11,9 @@ before the call returns. An episode the environment failed is handed to the
 trainer with ``env_mask`` all 0 and no return (``ors_reward`` gives None), and
 so is one whose first prompt leaves the model (``vllm_max_model_length``, or
 its config's ``max_position_embeddings``) no room for a completion
-(``context_overflow``: never sampled). No later turn asks past the model's length
-either: a turn's budget is what the prompt leaves, and an episode whose prompt
-fills the model ends there with ``context_overflow``, its turns so far kept.
+(``context_overflow``: never sampled). No later turn samples past the model's
+length either: a turn keeps at most what its prompt leaves, and an episode whose
+prompt fills the model ends there with ``context_overflow``, ungraded.
 What the trainer trains on is the trajectory's own record: the sampled ids
 verbatim, the environment's ids between turns (``env_mask`` 0) and the
 sampler's logprobs.
@@ -132,33 +132,36 @@ def _masks_truncated(trainer: Any) -> bool:
     return bool(getattr(trainer.args, "mask_truncated_completions", False))
 
 
-def _context_length(trainer: Any) -> int | None:
-    """The longest sequence the trainer's model takes, where the trainer says: vLLM's
-    ``vllm_max_model_length``, else the model config's ``max_position_embeddings``."""
+def _context_length(trainer: Any) -> tuple[int | None, str]:
+    """The longest sequence the trainer's model takes, where the trainer says, and the
+    setting's name: vLLM's ``vllm_max_model_length``, else the model config's
+    ``max_position_embeddings``."""
     if getattr(trainer, "use_vllm", False):
         given = getattr(trainer.args, "vllm_max_model_length", None)
         if isinstance(given, int) and given > 0:
-            return given
+            return given, "vllm_max_model_length"
     config = getattr(getattr(trainer, "model", None), "config", None)
     found = getattr(config, "max_position_embeddings", None)
-    return found if isinstance(found, int) and found > 0 else None
+    return (found if isinstance(found, int) and found > 0 else None,
+            "the model config's max_position_embeddings")
 
 
 def _run(batch: Any, rows: list[EpisodeRow], trainer: Any, limit: int) -> list[Any]:
     """The lockstep driver over ``batch`` with the trainer's sampling (run on this, the
     trainer's, thread); every session is given back before returning. ``limit`` counts
     every row's sampled ids, so an episode whose template keeps starting rows still
-    ends. No turn asks past the model's length: an episode whose prompt leaves it no
-    room for one sampled id ends with ``context_overflow`` (at once, never sampled,
-    when it is the first prompt)."""
-    longest = _context_length(trainer)
+    ends. No turn keeps ids past the model's length (each prompt's budget is what it
+    leaves; the trainer's sampling asks the batch's largest and cuts each to its own): an
+    episode whose prompt leaves no room for one sampled id ends with ``context_overflow``
+    (at once, never sampled, when it is the first prompt)."""
+    longest, setting = _context_length(trainer)
     sampler: TrainerSampler | None = None
 
     def driver(submit: Any) -> Any:
         nonlocal sampler
         sampler = TrainerSampler(trainer, len(rows), submit)
         return run_lockstep(batch.batch, rows, sampler, max_tokens=limit, budget="episode",
-                            max_model_len=longest)
+                            max_model_len=longest, max_model_len_name=setting)
 
     trajectories = serve_while(batch.runtime.run, driver)
     assert sampler is not None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import math
 import time
@@ -93,7 +94,7 @@ class _Versioned:
         got = await self.sampler.sample(prompt_ids, max_tokens=max_tokens,
                                         stop_token_ids=stop_token_ids, temperature=temperature,
                                         top_p=top_p, logprobs=logprobs)
-        return Sample(got.ids, got.logprobs, got.finish_reason, version)
+        return dataclasses.replace(got, policy_version=version)
 
     async def aclose(self) -> None:  # the worker closes its own sampler
         return None

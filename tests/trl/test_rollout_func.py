@@ -198,7 +198,8 @@ def test_one_calls_episodes_overlap_and_give_their_sessions_back(where: str) -> 
         spec.rollout_func.close()  # type: ignore[attr-defined]
 
 
-def test_a_first_prompt_over_the_models_length_ends_that_episode_only() -> None:
+def test_a_first_prompt_over_the_models_length_ends_that_episode_only(
+        caplog: pytest.LogCaptureFixture) -> None:
     """Counter's first prompt is longer than QA's: with vLLM's max model length between
     them, the Counter episode ends with context_overflow (never sampled, env_mask 0, no
     return) and the QA episode of the same call is sampled and graded."""
@@ -236,9 +237,12 @@ def test_a_first_prompt_over_the_models_length_ends_that_episode_only() -> None:
     prompts = [[{"role": "user", "content": "", "ors_env_id": e, "ors_task_index": 0}]
                for e in (COUNTER, QA)]
     try:
-        out = spec.rollout_func(prompts, trainer)
+        with caplog.at_level("WARNING", logger="ors_gym"):
+            out = spec.rollout_func(prompts, trainer)
     finally:
         spec.rollout_func.close()  # type: ignore[attr-defined]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert f"not shorter than {sum(lengths) // 2} (vllm_max_model_length)" in warning
     assert [t.stop_reason for t in out["ors_trajectory"]] == ["context_overflow", "completed"]
     assert out["ors_return"] == [None, 1.0]
     assert out["completion_ids"][0] == [] and out["env_mask"][1][: len(paris)] == [1] * len(paris)

@@ -28,7 +28,6 @@ from ors_gym.backends.http.options import HttpOptions
 from ors_gym.backends.http.sync import HttpBackend
 from ors_gym.backends.http.transport._pool import (
     EnvProxyTransport,
-    IdleConnectionClosedError,
     PooledTransport,
     pooled_transport,
 )
@@ -39,7 +38,6 @@ __all__ = [
     "EnvProxyTransport",
     "HttpBackend",
     "HttpOptions",
-    "IdleConnectionClosedError",
     "PooledTransport",
     "hosted_location",
     "platform_api_location",

@@ -139,6 +139,7 @@ class AsyncHttpBackend(AsyncFace):
         self._own: httpx.AsyncBaseTransport | None = None  # the backend's own transport
         self._own_loop: asyncio.AbstractEventLoop | None = None
         self._open: set[str] = set()
+        self._unfinished: set[str] = set()  # deletions cut short: deleted at aclose, not pinged
         self._keepalive: asyncio.Task[None] | None = None
         self._releases: set[asyncio.Future[None]] = set()  # ids given back (see _release)
 
@@ -146,8 +147,8 @@ class AsyncHttpBackend(AsyncFace):
         # A transport is this process's (its options pickle without it): a copy elsewhere
         # makes its own pool.
         state = self.__dict__.copy()
-        for key in ("_own", "_own_loop", "_open", "_keepalive", "_shared", "_urls",
-                    "_releases"):
+        for key in ("_own", "_own_loop", "_open", "_unfinished", "_keepalive", "_shared",
+                    "_urls", "_releases"):
             state.pop(key, None)
         return state
 
@@ -165,8 +166,9 @@ class AsyncHttpBackend(AsyncFace):
 
     @property
     def open_sessions(self) -> frozenset[str]:
-        """Ids of the sessions this backend opened and has not deleted (kept alive)."""
-        return frozenset(self._open)
+        """Ids of the sessions this backend opened and has not deleted: kept alive, but
+        for those whose deletion was cancelled, which ``aclose`` deletes."""
+        return frozenset(self._open | self._unfinished)
 
     @property
     def offers_messages(self) -> bool:
@@ -364,17 +366,16 @@ class AsyncHttpBackend(AsyncFace):
     async def delete_session(self, session_id: str) -> None:
         """End the session; idempotent, never raises for an already-gone session.
 
-        A cancelled deletion may never have reached the server: the session then stays
-        open (kept alive, deleted by ``aclose``).
+        A cancelled deletion may never have reached the server: the session is then no
+        longer kept alive (the server reaps it when idle) but is deleted by ``aclose``.
         """
+        self._open.discard(session_id)  # no longer pinged, whatever happens below
         try:
             await self._run(self._ops.delete(session_id))
         except asyncio.CancelledError:
+            self._unfinished.add(session_id)
             raise
-        except BaseException:  # refused, or the server is gone: nothing more to try
-            self._open.discard(session_id)
-            raise
-        self._open.discard(session_id)
+        self._unfinished.discard(session_id)
 
     async def ping(self, session_id: str) -> None:
         """Keep the session alive; raises OrsSessionExpired once it is gone."""
@@ -399,7 +400,7 @@ class AsyncHttpBackend(AsyncFace):
     async def _give_back(self) -> None:
         """Delete the open sessions and give back every id, concurrently, within
         ``CLOSE_TIMEOUT_S`` in all; a WARNING says how many were left."""
-        sids, self._open = list(self._open), set()
+        sids, self._open, self._unfinished = [*self._open, *self._unfinished], set(), set()
         loop = asyncio.get_running_loop()
         work = [r for r in self._releases if r.get_loop() is loop]
         if self._own is not None or self._shared is not None:  # connected
