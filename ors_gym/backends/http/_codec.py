@@ -35,6 +35,7 @@ __all__ = [
     "decode_json",
     "encode_json",
     "error_detail",
+    "header_map",
     "mask",
     "require_sse",
     "secrets_header",
@@ -282,6 +283,20 @@ def decode_json(body: bytes, content_type: str, *, what: str, where: Where) -> A
         raise OrsProtocolError(
             f"{what}: the answer is not valid JSON ({exc}): {_preview(body)}", **where.kw()
         ) from None
+
+
+def header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Headers by lower-cased name, repeated ones joined with ", " (as ``httpx.Headers.get``):
+    read once into a dict, where each ``httpx.Headers.get`` scans and decodes them all."""
+    out: dict[str, str] = {}
+    for key, value in raw:
+        name = key.decode("latin-1").lower()
+        try:
+            text = value.decode("utf-8")
+        except UnicodeDecodeError:
+            text = value.decode("latin-1")
+        out[name] = f"{out[name]}, {text}" if name in out else text
+    return out
 
 
 def require_sse(content_type: str, what: str, where: Where) -> None:

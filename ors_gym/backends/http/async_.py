@@ -24,7 +24,7 @@ import httpx
 
 from ors_gym.backends._face import AsyncFace
 from ors_gym.backends.base import SessionArgs
-from ors_gym.backends.http._codec import require_sse
+from ors_gym.backends.http._codec import header_map, require_sse
 from ors_gym.backends.http._ops import Ops
 from ors_gym.backends.http._settings import configure, url_of
 from ors_gym.backends.http._steps import (
@@ -262,7 +262,7 @@ class AsyncHttpBackend(AsyncFace):
             try:
                 if response.status_code != 200:
                     return await _read(response, step, started)
-                headers = _header_map(response.headers.raw)
+                headers = header_map(response.headers.raw)
                 require_sse(headers.get("content-type", ""), step.what, step.where)
                 await step.sink.read(_body(response), headers.get("content-encoding", ""))
             finally:
@@ -476,7 +476,7 @@ async def _keepalive_loop(ref: weakref.ref[AsyncHttpBackend], interval: float) -
 
 async def _read(response: httpx.Response, step: Fetch | Stream, started: float) -> Answer:
     """The whole answer, decoded within the size cap (and the time limit of a ``Fetch``)."""
-    headers = _header_map(response.headers.raw)
+    headers = header_map(response.headers.raw)
     reader = step.reader(headers.get("content-encoding", ""))
     async for raw in _body(response):
         reader.feed(raw)
@@ -489,17 +489,3 @@ def _body(response: httpx.Response) -> AsyncIterator[bytes]:
     stream = response.stream
     assert isinstance(stream, httpx.AsyncByteStream), "an async transport's response"
     return stream.__aiter__()
-
-
-def _header_map(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
-    """Headers by lower-cased name, repeated ones joined with ", " (as ``httpx.Headers.get``):
-    read once into a dict, where each ``httpx.Headers.get`` scans and decodes them all."""
-    out: dict[str, str] = {}
-    for key, value in raw:
-        name = key.decode("latin-1").lower()
-        try:
-            text = value.decode("utf-8")
-        except UnicodeDecodeError:
-            text = value.decode("latin-1")
-        out[name] = f"{out[name]}, {text}" if name in out else text
-    return out
